@@ -1,0 +1,97 @@
+"""VICReg (Bardes et al. 2022) on Fashion-MNIST with a small CNN, then linear probe.
+
+    python -m ssljax.main --config configs/vicreg.py --workdir runs/vicreg
+
+Variants: ``--config configs/vicreg.py:smoke`` (seconds on a CPU, for tests),
+``--config configs/vicreg.py:long`` (more epochs). Any field can be overridden
+with ``--config.field=value``; an unknown field is an error.
+"""
+
+from ml_collections import config_dict
+
+VARIANTS = ("default", "smoke", "long")
+
+
+def get_config(arg: str | None = None) -> config_dict.ConfigDict:
+  """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
+  variant = arg or "default"
+  if variant not in VARIANTS:
+    raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+  c = config_dict.ConfigDict()
+  c.method = "vicreg"  # key of ssljax.methods.METHODS
+  c.seed = 0  # seeds parameters, shuffling and augmentation
+
+  c.dataset = config_dict.ConfigDict()
+  # Any tfds dataset with "image" and "label" features. fashion_mnist_local is
+  # built offline from Debian's dataset-fashion-mnist files.
+  c.dataset.name = "fashion_mnist_local"
+  c.dataset.data_dir = config_dict.placeholder(str)  # None: tfds default dir
+  c.dataset.download = False  # let tfds download a missing dataset (internet)
+  c.dataset.train_split = "train"  # pretraining and probe-training split
+  c.dataset.test_split = "test"  # probe test split
+
+  c.views = config_dict.ConfigDict()  # ssljax.data.augment arguments
+  c.views.num_views = 2  # V
+  c.views.crop = "random_resized"  # "random_resized" | "pad_and_crop" | "none"
+  c.views.crop_scale = (0.2, 1.0)  # area fraction of random resized crops
+  c.views.crop_ratio = (3 / 4, 4 / 3)  # aspect-ratio range of the crops
+  c.views.pad = 4  # pixels of zero padding for "pad_and_crop"
+  c.views.flip = True  # random horizontal flips
+  c.views.noise_std = 0.0  # std of additive Gaussian noise (pixels in [0, 1])
+
+  c.model = config_dict.ConfigDict()
+  c.model.encoder = "cnn"  # key of ssljax.models.ENCODERS
+  c.model.encoder_kwargs = config_dict.ConfigDict()  # attributes of the encoder
+  c.model.encoder_kwargs.channels = (32, 64, 128)
+  c.model.encoder_kwargs.downsample = "avg"
+  c.model.projector = (512, 512)  # projector widths; the last is K
+  c.model.dtype = "float32"  # "float32" | "bfloat16" computation dtype
+
+  c.loss = config_dict.ConfigDict()
+  c.loss.form = "two_view"  # "two_view" (original paper) | "graph" (Z, G form)
+  c.loss.inv_weight = 25.0  # λ of VICReg (invariance)
+  c.loss.var_weight = 25.0  # μ of VICReg (variance hinge)
+  c.loss.cov_weight = 1.0  # ν of VICReg (covariance)
+  c.loss.eps = 1e-4  # inside the variance square root
+
+  c.optim = config_dict.ConfigDict()
+  c.optim.name = "adamw"  # "adamw" | "lars"
+  c.optim.learning_rate = 2e-3  # peak, per batch of 256 (scaled linearly)
+  c.optim.weight_decay = 1e-4  # on kernels only (not biases, BatchNorm)
+  c.optim.warmup_epochs = 1.0  # linear warm-up, then cosine decay
+  c.optim.end_lr_factor = 0.01  # final lr = factor × peak
+  c.optim.momentum = 0.9  # LARS momentum (unused by adamw)
+  c.optim.trust_coefficient = 1e-3  # LARS η (unused by adamw)
+
+  c.batch_size = 256  # global batch of samples (each with V views)
+  c.epochs = 8  # pretraining epochs over the train split
+  c.num_steps = -1  # > 0 overrides epochs with an exact step count
+
+  c.log_every_steps = 20  # metrics.jsonl / TensorBoard / progress bar
+  c.checkpoint_every_steps = 200  # orbax checkpoint period
+  c.keep_checkpoints = 2  # newest checkpoints kept
+
+  c.eval = config_dict.ConfigDict()
+  c.eval.batch_size = 1000  # feature-extraction batch
+  c.eval.probe_l2_grid = (1e-5, 1e-4, 1e-3, 1e-2)  # L2 on ½‖W‖², chosen on val
+  c.eval.probe_val_fraction = 0.1  # of the train split, for choosing L2
+  c.eval.probe_max_iter = 150  # L-BFGS iterations per fit
+  c.eval.knn_k = 20  # neighbours of the weighted k-NN monitor
+  c.eval.knn_temperature = 0.07  # τ of the k-NN vote weights
+  c.eval.baselines = True  # also probe raw pixels and the random-init encoder
+
+  if variant == "smoke":  # a CPU-seconds run for tests
+    c.dataset.train_split = "train[:512]"
+    c.dataset.test_split = "test[:256]"
+    c.model.encoder_kwargs.channels = (4, 8)
+    c.model.projector = (16, 16)
+    c.batch_size = 64
+    c.num_steps = 6
+    c.log_every_steps = 2
+    c.checkpoint_every_steps = 3
+    c.eval.batch_size = 128
+    c.eval.probe_max_iter = 20
+    c.eval.knn_k = 5
+  elif variant == "long":
+    c.epochs = 30
+  return c

@@ -1,0 +1,1 @@
+"""ssljax: self-supervised learning as losses over embeddings Z and similarity graphs G."""

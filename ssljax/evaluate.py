@@ -1,0 +1,191 @@
+"""Offline evaluation of frozen representations: linear probe and k-NN.
+
+Both take features as (N, D) arrays with rows as samples and integer labels
+(N,). They are pure functions of their inputs (plus an explicit ``seed`` for
+the validation split), so the same features give the same numbers.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+__all__ = ["linear_probe", "knn_accuracy", "DEFAULT_L2_GRID"]
+
+# L2 strengths on ½‖W‖² added to the mean cross-entropy. 1e-6 is close to no
+# regularisation for standardised features; 1e-1 shrinks hard.
+DEFAULT_L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+
+
+def _check_features(name, x, y):
+  x = np.asarray(x)
+  y = np.asarray(y)
+  if x.ndim != 2:
+    raise ValueError(f"{name}_features must be (N, D), got shape {x.shape}")
+  if y.shape != (x.shape[0],):
+    raise ValueError(
+        f"{name}_labels must be ({x.shape[0]},) to match {name}_features "
+        f"{x.shape}, got shape {y.shape}")
+  if not np.all(np.isfinite(x)):
+    raise ValueError(f"{name}_features contains NaN or Inf")
+  if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
+    raise ValueError(f"{name}_labels must be non-negative integers, got "
+                     f"dtype {y.dtype} and min {y.min()}")
+  return x.astype(np.float32), y.astype(np.int32)
+
+
+def _logreg_objective(params, x, y, l2):
+  logits = x @ params["w"] + params["b"]
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+  return ce + 0.5 * l2 * jnp.sum(params["w"] ** 2)
+
+
+@jax.jit
+def _fit_logreg(params, x, y, l2, max_iter, tol):
+  """Minimises the L2-regularised multinomial log-loss with L-BFGS (optax)."""
+  fun = lambda p: _logreg_objective(p, x, y, l2)
+  solver = optax.lbfgs()
+  value_and_grad = optax.value_and_grad_from_state(fun)
+
+  def step(carry):
+    params, state, _ = carry
+    value, grad = value_and_grad(params, state=state)
+    updates, state = solver.update(grad, state, params, value=value, grad=grad,
+                                   value_fn=fun)
+    return optax.apply_updates(params, updates), state, optax.tree.norm(grad)
+
+  def keep_going(carry):
+    _, state, grad_norm = carry
+    return (optax.tree.get(state, "count") < max_iter) & (grad_norm > tol)
+
+  init = (params, solver.init(params), jnp.asarray(jnp.inf))
+  params, state, _ = jax.lax.while_loop(keep_going, step, init)
+  return params, optax.tree.get(state, "count")
+
+
+def _accuracy(params, x, y):
+  return float(np.mean(np.argmax(x @ params["w"] + params["b"], -1) == y))
+
+
+def linear_probe(train_features, train_labels, test_features, test_labels, *,
+                 l2_grid=DEFAULT_L2_GRID, val_fraction=0.1, max_iter=500,
+                 tol=1e-5, seed=0) -> dict:
+  """Linear evaluation: multinomial logistic regression on frozen features.
+
+  The standard offline probe: features are standardised with the training
+  mean and standard deviation; the L2 strength is chosen by accuracy on a
+  held-out ``val_fraction`` of the training set (never the test set), scanning
+  ``l2_grid`` from strong to weak with warm starts; the chosen strength is then
+  refit on the whole training set and scored once on the test set. Solved
+  full-batch with L-BFGS (optax) in float32, which takes seconds where
+  scikit-learn's solver takes minutes on 60k×1024 features.
+
+  Args:
+    train_features: (N, D) float array.
+    train_labels: (N,) integer class labels in [0, C).
+    test_features: (M, D) float array.
+    test_labels: (M,) integer labels.
+    l2_grid: L2 coefficients on ½‖W‖² added to the mean cross-entropy.
+    val_fraction: fraction of the training rows held out for the choice of L2.
+    max_iter: L-BFGS iterations per fit.
+    tol: stop when the gradient norm falls below it.
+    seed: seed of the random train/validation split.
+
+  Returns:
+    dict with ``test_accuracy``, ``train_accuracy``, ``val_accuracy`` (of the
+    chosen strength), ``l2`` (chosen), ``val_accuracies`` (one per grid entry),
+    ``l2_grid``, ``iterations`` (of the final fit).
+
+  Raises:
+    ValueError: shapes that disagree, non-finite features, negative or
+      non-integer labels, an empty grid or a val_fraction outside (0, 1).
+  """
+  xtr, ytr = _check_features("train", train_features, train_labels)
+  xte, yte = _check_features("test", test_features, test_labels)
+  if xte.shape[1] != xtr.shape[1]:
+    raise ValueError(f"test_features has D={xte.shape[1]}, train_features "
+                     f"has D={xtr.shape[1]}")
+  if not 0.0 < val_fraction < 1.0:
+    raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+  if len(l2_grid) == 0:
+    raise ValueError("l2_grid is empty")
+  num_classes = int(max(ytr.max(), yte.max())) + 1
+
+  mean, std = xtr.mean(0), xtr.std(0) + 1e-6
+  xtr, xte = (xtr - mean) / std, (xte - mean) / std
+  perm = np.random.default_rng(seed).permutation(len(xtr))
+  n_val = max(1, int(round(val_fraction * len(xtr))))
+  val, fit = perm[:n_val], perm[n_val:]
+
+  def fit_from(params, x, y, l2):
+    return _fit_logreg(params, jnp.asarray(x), jnp.asarray(y),
+                       jnp.float32(l2), max_iter, jnp.float32(tol))
+
+  params = {"w": jnp.zeros((xtr.shape[1], num_classes), jnp.float32),
+            "b": jnp.zeros((num_classes,), jnp.float32)}
+  grid = sorted(float(l) for l in l2_grid)[::-1]  # strong → weak: warm starts
+  val_accuracies, fitted = [], []
+  for l2 in grid:
+    params, _ = fit_from(params, xtr[fit], ytr[fit], l2)
+    fitted.append(params)
+    val_accuracies.append(_accuracy(params, xtr[val], ytr[val]))
+  best = int(np.argmax(val_accuracies))
+  params, iterations = fit_from(fitted[best], xtr, ytr, grid[best])
+  return {
+      "test_accuracy": _accuracy(params, xte, yte),
+      "train_accuracy": _accuracy(params, xtr, ytr),
+      "val_accuracy": val_accuracies[best],
+      "l2": grid[best],
+      "l2_grid": grid,
+      "val_accuracies": val_accuracies,
+      "iterations": int(iterations),
+  }
+
+
+def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
+                 k=20, temperature=0.07, block_size=1024) -> float:
+  """Weighted k-nearest-neighbour accuracy with cosine similarity.
+
+  The k-NN monitor of Wu et al. 2018 (InstDisc) used by DINO and solo-learn:
+  each test point votes with its k most cosine-similar training points, vote
+  weight exp(s/τ). Evaluated in blocks of test rows so memory is
+  O(block_size · N), never the full (M, N) similarity matrix.
+
+  Args:
+    train_features: (N, D) float array; test_features: (M, D).
+    train_labels: (N,) integer labels; test_labels: (M,).
+    k: number of neighbours (1 ≤ k ≤ N).
+    temperature: τ > 0 of the vote weights.
+    block_size: test rows per block.
+
+  Returns:
+    accuracy in [0, 1] as a Python float.
+
+  Raises:
+    ValueError: bad shapes, non-finite features, k out of range, τ ≤ 0.
+  """
+  xtr, ytr = _check_features("train", train_features, train_labels)
+  xte, yte = _check_features("test", test_features, test_labels)
+  if not 1 <= k <= len(xtr):
+    raise ValueError(f"k must be in [1, {len(xtr)}], got {k}")
+  if temperature <= 0:
+    raise ValueError(f"temperature must be > 0, got {temperature}")
+  num_classes = int(max(ytr.max(), yte.max())) + 1
+  normalise = lambda x: x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
+  xtr_n = jnp.asarray(normalise(xtr))
+  ytr_j = jnp.asarray(ytr)
+
+  @jax.jit
+  def predict(block):
+    sims, idx = jax.lax.top_k(block @ xtr_n.T, k)
+    votes = jax.nn.one_hot(ytr_j[idx], num_classes) * jnp.exp(sims / temperature)[..., None]
+    return jnp.argmax(votes.sum(1), -1)
+
+  xte_n = normalise(xte)
+  correct = 0
+  for start in range(0, len(xte_n), block_size):
+    block = xte_n[start:start + block_size]
+    pad = block_size - len(block)  # pad the last block: one compiled shape
+    pred = predict(jnp.asarray(np.pad(block, ((0, pad), (0, 0)))))
+    correct += int(np.sum(np.asarray(pred)[:len(block)] == yte[start:start + block_size]))
+  return correct / len(xte)

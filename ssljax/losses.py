@@ -1,0 +1,376 @@
+"""SSL losses as pure functions of embeddings Z (N, K) and a graph G (N, N).
+
+Rows are samples. Each loss comes in two forms:
+
+* the graph form `loss(z, g, ...)` of the spectral-embedding notes (paper
+  001), where G says which rows are positives (see `ssljax.graphs`);
+* the two-view form `loss_two_view(z1, z2, ...)`, which reproduces the
+  original paper and its official code exactly.
+
+The two forms are not the same normalisation; each graph-form docstring
+states the exact relation (checked numerically in tests/test_losses.py).
+
+All functions are jit-able and differentiable, run in float32 and float64 and
+return the dtype of the embeddings. Shape checks always run; value checks
+(finite, symmetric G) run only on concrete arrays, never on tracers.
+
+References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
+  001 Balestriero & LeCun 2022, spectral-embedding notes, §2 (2) VICReg.
+  Bardes, Ponce & LeCun, "VICReg", ICLR 2022, arXiv:2105.04906; official
+  code github.com/facebookresearch/vicreg (main_vicreg.py, VICReg.forward).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ssljax import graphs
+
+__all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
+
+
+# ---------------------------------------------------------------------------
+# Boundary checks and shared pieces.
+# ---------------------------------------------------------------------------
+
+
+def _as_float(x) -> jax.Array:
+  """jnp array; integer/bool inputs are promoted to the default float."""
+  x = jnp.asarray(x)
+  if not jnp.issubdtype(x.dtype, jnp.floating):
+    x = x.astype(jnp.result_type(float))
+  return x
+
+
+def _check_embeddings(z, name: str) -> None:
+  """z must be rank 2 with N >= 2 rows (ddof=1 covariance) and finite."""
+  if z.ndim != 2:
+    raise ValueError(f"{name} must be a rank-2 (N, K) array, got shape {z.shape}")
+  if z.shape[0] < 2:
+    raise ValueError(
+        f"{name} must have N >= 2 rows for the ddof=1 covariance, got shape"
+        f" {z.shape}")
+  if z.shape[1] < 1:
+    raise ValueError(f"{name} must have K >= 1 columns, got shape {z.shape}")
+  graphs._check_finite(z, name)  # pylint: disable=protected-access
+
+
+def _check_eps(eps) -> None:
+  if graphs._is_concrete(eps) and not float(eps) >= 0:  # pylint: disable=protected-access
+    raise ValueError(f"eps must be >= 0, got {eps!r}")
+
+
+def _covariance(z_NxK: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Column-centred z and its ddof=1 covariance (K, K)."""
+  zc_NxK = z_NxK - jnp.mean(z_NxK, axis=0, keepdims=True)
+  cov_KxK = zc_NxK.T @ zc_NxK / (z_NxK.shape[0] - 1)
+  return zc_NxK, cov_KxK
+
+
+def _std_hinge(cov_KxK: jax.Array, eps) -> jax.Array:
+  """(K,) relu(1 − sqrt(C_kk + eps))."""
+  eps = jnp.asarray(eps, cov_KxK.dtype)
+  return jax.nn.relu(1.0 - jnp.sqrt(jnp.diagonal(cov_KxK) + eps))
+
+
+def _offdiag_sq_sum(cov_KxK: jax.Array) -> jax.Array:
+  """Σ_{k≠l} C_kl² (masked, no cancellation against the diagonal)."""
+  k = cov_KxK.shape[0]
+  offdiag_KxK = jnp.where(jnp.eye(k, dtype=bool), 0.0, cov_KxK)
+  return jnp.sum(offdiag_KxK**2)
+
+
+def _weighted_total(terms: dict, dtype, inv_weight, var_weight, cov_weight):
+  w = lambda x: jnp.asarray(x, dtype)
+  return (w(inv_weight) * terms["invariance"]
+          + w(var_weight) * terms["variance"]
+          + w(cov_weight) * terms["covariance"])
+
+
+# ---------------------------------------------------------------------------
+# VICReg, graph form (001).
+# ---------------------------------------------------------------------------
+
+
+def vicreg_terms(
+    z: jax.typing.ArrayLike,
+    g: jax.typing.ArrayLike,
+    *,
+    inv_weight: float = 25.0,
+    var_weight: float = 25.0,
+    cov_weight: float = 1.0,
+    eps: float = 1e-4,
+) -> dict[str, jax.Array]:
+  """VICReg over a graph (001): unweighted terms and the weighted loss.
+
+  With C = cov(Z, ddof=1) over all N rows, d = G1 and D = diag(d):
+
+      variance   = Σ_k relu(1 − sqrt(C_kk + eps))
+      covariance = Σ_{k≠l} C_kl²
+      invariance = (1/N) Σ_ij G_ij ‖z_i − z_j‖² = (2/N) Tr(Zᵀ(D − G)Z)
+      loss = inv_weight·invariance + var_weight·variance
+             + cov_weight·covariance
+
+  The invariance is computed as (2/N)(Σ_i d_i‖z̄_i‖² − Tr(Z̄ᵀGZ̄)) on the
+  column-centred Z̄: O(NK) plus one G @ Z, never the (N, N, K) differences.
+  Centring is exact because (D − G)1 = 0 for symmetric G, and it limits
+  float32 cancellation.
+
+  Relation to the two-view form (`vicreg_two_view_terms`), for
+  z = concat([z1, z2]) (2n rows) and g = views_graph(n, 2) (FINDINGS (a)
+  "VICReg graph form", 001 erratum 5):
+
+  * invariance: graph = (1/n) Σ_i ‖z1_i − z2_i‖² = K · two-view invariance
+    (the two-view term is a mean over n·K entries; the graph term divides
+    by the number of rows 2n and counts every pair twice);
+  * variance: graph is a SUM over k of the hinge on the std of the pooled
+    2n rows; two-view is ½ Σ_views MEAN over k of the per-view hinges;
+  * covariance: graph is Σ_{k≠l} C_kl² of the pooled covariance, no /K;
+    two-view is Σ_views Σ_{k≠l} (C_v)_kl² / K with per-view centring.
+
+  So the same weights (25, 25, 1) balance the terms differently in the two
+  forms. eps sits inside the sqrt as in the official VICReg code; FINDINGS
+  writes 001 as sqrt(max(C_kk, ε)); the two agree up to O(eps) and
+  sqrt(C_kk + eps) keeps the gradient finite at C_kk = 0.
+
+  Args:
+    z: (N, K) embeddings, float32 or float64 (ints are promoted), N >= 2.
+    g: (N, N) symmetric graph, any real dtype (cast to z's dtype); e.g.
+      `ssljax.graphs.views_graph(n, v)` with N = n·v.
+    inv_weight: γ of 001, weight of the invariance term (official 25).
+    var_weight: α of 001, weight of the variance term (official 25).
+    cov_weight: β of 001, weight of the covariance term (official 1).
+    eps: >= 0, added to C_kk inside the square root.
+
+  Returns:
+    dict with 0-d arrays of z's dtype: "invariance", "variance",
+    "covariance" (unweighted) and "loss" (weighted sum).
+
+  Raises:
+    ValueError: if z is not rank 2, has N < 2 or K < 1 rows/columns, g is
+      not (N, N), eps < 0, or (concrete inputs only) z or g has NaN/inf or
+      g is not symmetric within 1e-6.
+
+  References:
+    001 §2 (2) VICReg (formula and code; errata 2 and 5 in FINDINGS (b));
+    FINDINGS (a) "Invariance" Σ G_ij‖z_i − z_j‖² = 2Tr(Zᵀ(D − G)Z).
+    Original two-view loss: Bardes et al. 2022, arXiv:2105.04906, eqs. (1)-(6).
+
+  Example:
+    >>> from ssljax.graphs import views_graph
+    >>> z = jnp.array([[0., 0.], [2., 0.], [0., 2.], [2., 2.]])
+    >>> t = vicreg_terms(z, views_graph(2, 2))
+    >>> [round(float(t[k]), 4) for k in ("invariance", "variance", "covariance")]
+    [4.0, 0.0, 0.0]
+  """
+  z_NxK = _as_float(z)
+  _check_embeddings(z_NxK, "z")
+  n = z_NxK.shape[0]
+  graphs.validate_graph(g, n, name="g")
+  _check_eps(eps)
+  weights = (inv_weight, var_weight, cov_weight)
+  return _vicreg_terms_core(z_NxK, jnp.asarray(g), weights, eps)
+
+
+@jax.jit
+def _vicreg_terms_core(z_NxK, g_NxN, weights, eps):
+  """Graph-form terms on validated inputs (jitted: one compile per shape)."""
+  n = z_NxK.shape[0]
+  g_NxN = g_NxN.astype(z_NxK.dtype)
+  zc_NxK, cov_KxK = _covariance(z_NxK)
+  variance = jnp.sum(_std_hinge(cov_KxK, eps))
+  covariance = _offdiag_sq_sum(cov_KxK)
+  d_N = jnp.sum(g_NxN, axis=1)
+  sq_norms_N = jnp.sum(zc_NxK**2, axis=1)
+  tr_zgz = jnp.sum(zc_NxK * (g_NxN @ zc_NxK))
+  invariance = (2.0 / n) * (jnp.dot(d_N, sq_norms_N) - tr_zgz)
+
+  terms = {"invariance": invariance, "variance": variance,
+           "covariance": covariance}
+  terms["loss"] = _weighted_total(terms, z_NxK.dtype, *weights)
+  return terms
+
+
+def vicreg(
+    z: jax.typing.ArrayLike,
+    g: jax.typing.ArrayLike,
+    *,
+    inv_weight: float = 25.0,
+    var_weight: float = 25.0,
+    cov_weight: float = 1.0,
+    eps: float = 1e-4,
+) -> jax.Array:
+  """VICReg loss over a graph (001); `vicreg_terms(...)["loss"]`.
+
+  loss = inv_weight·(1/N)Σ_ij G_ij‖z_i − z_j‖²
+         + var_weight·Σ_k relu(1 − sqrt(C_kk + eps))
+         + cov_weight·Σ_{k≠l} C_kl²,   C = cov(Z, ddof=1).
+
+  See `vicreg_terms` for the computation and the exact relation to the
+  two-view `vicreg_two_view` (different normalisations: graph variance sums
+  over k, covariance has no /K, invariance is /N not a mean over N·K).
+
+  Args:
+    z: (N, K) embeddings, float32 or float64, N >= 2.
+    g: (N, N) symmetric graph (e.g. `ssljax.graphs.views_graph`).
+    inv_weight: γ of 001, invariance weight.
+    var_weight: α of 001, variance weight.
+    cov_weight: β of 001, covariance weight.
+    eps: >= 0, added to C_kk inside the square root.
+
+  Returns:
+    0-d array of z's dtype.
+
+  Raises:
+    ValueError: as `vicreg_terms`.
+
+  References:
+    001 §2 (2) VICReg; FINDINGS (a) "VICReg graph form";
+    Bardes et al. 2022, arXiv:2105.04906 (two-view original).
+
+  Example:
+    >>> from ssljax.graphs import views_graph
+    >>> z = jnp.array([[0., 0.], [2., 0.], [0., 2.], [2., 2.]])
+    >>> round(float(vicreg(z, views_graph(2, 2))), 4)
+    100.0
+  """
+  return vicreg_terms(z, g, inv_weight=inv_weight, var_weight=var_weight,
+                      cov_weight=cov_weight, eps=eps)["loss"]
+
+
+# ---------------------------------------------------------------------------
+# VICReg, two-view form (Bardes et al. 2022, official code).
+# ---------------------------------------------------------------------------
+
+
+def vicreg_two_view_terms(
+    z1: jax.typing.ArrayLike,
+    z2: jax.typing.ArrayLike,
+    *,
+    inv_weight: float = 25.0,
+    var_weight: float = 25.0,
+    cov_weight: float = 1.0,
+    eps: float = 1e-4,
+) -> dict[str, jax.Array]:
+  """Official two-view VICReg (Bardes et al. 2022): terms and weighted loss.
+
+  Exactly `VICReg.forward` of facebookresearch/vicreg, with each view
+  centred, std_k = sqrt(var_k(ddof=1) + eps), cov = z̄ᵀz̄/(N − 1):
+
+      invariance = mean over N·K of (z1 − z2)²          (F.mse_loss)
+      variance   = ½ mean_k relu(1 − std1_k) + ½ mean_k relu(1 − std2_k)
+      covariance = Σ_{k≠l} (cov1_kl)²/K + Σ_{k≠l} (cov2_kl)²/K
+      loss = inv_weight·invariance + var_weight·variance
+             + cov_weight·covariance
+
+  This is not the graph form `vicreg_terms` on concat([z1, z2]) with a
+  rescaling of the weights only: the graph invariance is K times this one,
+  and the graph variance/covariance use the pooled 2N rows, a sum over k and
+  no /K (see `vicreg_terms`; FINDINGS 001 erratum 5).
+
+  Args:
+    z1: (N, K) embeddings of view 1, float32 or float64, N >= 2.
+    z2: (N, K) embeddings of view 2, row i paired with row i of z1.
+    inv_weight: λ of the paper (`sim_coeff`), default 25.
+    var_weight: μ of the paper (`std_coeff`), default 25.
+    cov_weight: ν of the paper (`cov_coeff`), default 1.
+    eps: >= 0, ε inside the std (official 1e-4).
+
+  Returns:
+    dict with 0-d arrays of the inputs' (promoted) dtype: "invariance",
+    "variance", "covariance" (unweighted) and "loss".
+
+  Raises:
+    ValueError: if z1 or z2 is not rank 2, the shapes differ, N < 2,
+      eps < 0, or (concrete inputs only) an input has NaN/inf.
+
+  References:
+    Bardes, Ponce & LeCun, ICLR 2022, arXiv:2105.04906, eqs. (1)-(6) and
+    Algorithm 1; code: github.com/facebookresearch/vicreg main_vicreg.py.
+    Graph form: 001 §2 (2).
+
+  Example:
+    >>> z1 = jnp.array([[0., 0.], [2., 0.], [0., 2.], [2., 2.]])
+    >>> t = vicreg_two_view_terms(z1, z1 + 1.0)
+    >>> [round(float(t[k]), 4) for k in ("invariance", "variance", "covariance")]
+    [1.0, 0.0, 0.0]
+  """
+  z1_NxK = _as_float(z1)
+  z2_NxK = _as_float(z2)
+  if z1_NxK.ndim != 2:
+    raise ValueError(f"z1 must be a rank-2 (N, K) array, got shape {z1_NxK.shape}")
+  if z1_NxK.shape != z2_NxK.shape:
+    raise ValueError(
+        f"z1 and z2 must have the same (N, K) shape, got {z1_NxK.shape} and"
+        f" {z2_NxK.shape}")
+  _check_embeddings(z1_NxK, "z1")
+  _check_embeddings(z2_NxK, "z2")
+  _check_eps(eps)
+  weights = (inv_weight, var_weight, cov_weight)
+  return _vicreg_two_view_terms_core(z1_NxK, z2_NxK, weights, eps)
+
+
+@jax.jit
+def _vicreg_two_view_terms_core(z1_NxK, z2_NxK, weights, eps):
+  """Two-view terms on validated inputs (jitted: one compile per shape)."""
+  dtype = jnp.result_type(z1_NxK, z2_NxK)
+  z1_NxK, z2_NxK = z1_NxK.astype(dtype), z2_NxK.astype(dtype)
+  k = z1_NxK.shape[1]
+  invariance = jnp.mean((z1_NxK - z2_NxK)**2)
+  _, cov1_KxK = _covariance(z1_NxK)
+  _, cov2_KxK = _covariance(z2_NxK)
+  variance = 0.5 * (jnp.mean(_std_hinge(cov1_KxK, eps))
+                    + jnp.mean(_std_hinge(cov2_KxK, eps)))
+  covariance = (_offdiag_sq_sum(cov1_KxK) + _offdiag_sq_sum(cov2_KxK)) / k
+
+  terms = {"invariance": invariance, "variance": variance,
+           "covariance": covariance}
+  terms["loss"] = _weighted_total(terms, z1_NxK.dtype, *weights)
+  return terms
+
+
+def vicreg_two_view(
+    z1: jax.typing.ArrayLike,
+    z2: jax.typing.ArrayLike,
+    *,
+    inv_weight: float = 25.0,
+    var_weight: float = 25.0,
+    cov_weight: float = 1.0,
+    eps: float = 1e-4,
+) -> jax.Array:
+  """Official two-view VICReg loss; `vicreg_two_view_terms(...)["loss"]`.
+
+  loss = inv_weight·mean((z1 − z2)²)
+         + var_weight·½Σ_v mean_k relu(1 − sqrt(var_k(z_v) + eps))
+         + cov_weight·Σ_v Σ_{k≠l} cov(z_v)_kl² / K.
+
+  For the graph form on concat([z1, z2]) see `vicreg` (different
+  normalisations; the exact relation is in `vicreg_terms`).
+
+  Args:
+    z1: (N, K) embeddings of view 1, float32 or float64, N >= 2.
+    z2: (N, K) embeddings of view 2.
+    inv_weight: λ (`sim_coeff`).
+    var_weight: μ (`std_coeff`).
+    cov_weight: ν (`cov_coeff`).
+    eps: >= 0, ε inside the std.
+
+  Returns:
+    0-d array of the inputs' dtype.
+
+  Raises:
+    ValueError: as `vicreg_two_view_terms`.
+
+  References:
+    Bardes et al. 2022, arXiv:2105.04906, eq. (6); facebookresearch/vicreg.
+    Graph form: 001 §2 (2).
+
+  Example:
+    >>> z1 = jnp.array([[0., 0.], [2., 0.], [0., 2.], [2., 2.]])
+    >>> round(float(vicreg_two_view(z1, z1 + 1.0)), 4)
+    25.0
+  """
+  return vicreg_two_view_terms(z1, z2, inv_weight=inv_weight,
+                               var_weight=var_weight, cov_weight=cov_weight,
+                               eps=eps)["loss"]

@@ -1,0 +1,119 @@
+"""Flax encoders f_θ: images (B, H, W, C) -> representations (B, D).
+
+Rows are samples. Every encoder takes ``train`` so that BatchNorm uses batch
+statistics during pretraining and running averages at evaluation. Under a
+sharded ``jax.jit`` the batch axis is global, so BatchNorm statistics are
+computed over the whole global batch, not per device.
+"""
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+__all__ = ["MLPEncoder", "SmallCNN", "ResNet18"]
+
+
+class MLPEncoder(nn.Module):
+  """Fully connected encoder on flattened pixels.
+
+  Attributes:
+    features: widths of the hidden layers; the last is the representation size D.
+    use_bn: BatchNorm after every Dense layer.
+    dtype: computation dtype (parameters stay float32).
+  """
+  features: Sequence[int] = (512, 512)
+  use_bn: bool = True
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, train: bool = True):
+    """x: (B, H, W, C) float -> (B, features[-1])."""
+    x = x.reshape(x.shape[0], -1).astype(self.dtype)
+    for width in self.features:
+      x = nn.Dense(width, dtype=self.dtype)(x)
+      if self.use_bn:
+        x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
+      x = nn.relu(x)
+    return x
+
+
+class SmallCNN(nn.Module):
+  """Small convolutional encoder with global average pooling.
+
+  Each stage is a 3x3 conv -> BatchNorm -> ReLU; stages after the first
+  downsample by 2 (average pooling, max pooling or a stride-2 conv). The
+  representation is the global average of the last feature map, (B, channels[-1]).
+
+  Attributes:
+    channels: output channels of each stage.
+    downsample: "avg" | "max" | "stride", how stages after the first halve H, W.
+    use_bn: BatchNorm after each conv.
+    dtype: computation dtype (parameters stay float32).
+  """
+  channels: Sequence[int] = (32, 64, 128)
+  downsample: str = "avg"
+  use_bn: bool = True
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, train: bool = True):
+    """x: (B, H, W, C) float -> (B, channels[-1])."""
+    if self.downsample not in ("avg", "max", "stride"):
+      raise ValueError(
+          f"downsample must be 'avg', 'max' or 'stride', got {self.downsample!r}")
+    x = x.astype(self.dtype)
+    for i, width in enumerate(self.channels):
+      stride = 2 if (i > 0 and self.downsample == "stride") else 1
+      if i > 0 and self.downsample == "avg":
+        x = nn.avg_pool(x, (2, 2), strides=(2, 2))
+      elif i > 0 and self.downsample == "max":
+        x = nn.max_pool(x, (2, 2), strides=(2, 2))
+      x = nn.Conv(width, (3, 3), strides=stride, use_bias=not self.use_bn,
+                  dtype=self.dtype)(x)
+      if self.use_bn:
+        x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
+      x = nn.relu(x)
+    return jnp.mean(x, axis=(1, 2))
+
+
+class _BasicBlock(nn.Module):
+  """ResNet basic block (two 3x3 convs) with a projection shortcut when needed."""
+  width: int
+  stride: int = 1
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, train: bool):
+    bn = lambda: nn.BatchNorm(use_running_average=not train, dtype=self.dtype)
+    y = nn.Conv(self.width, (3, 3), self.stride, use_bias=False, dtype=self.dtype)(x)
+    y = nn.relu(bn()(y))
+    y = nn.Conv(self.width, (3, 3), use_bias=False, dtype=self.dtype)(y)
+    y = bn()(y)
+    if x.shape[-1] != self.width or self.stride != 1:
+      x = nn.Conv(self.width, (1, 1), self.stride, use_bias=False, dtype=self.dtype)(x)
+      x = bn()(x)
+    return nn.relu(x + y)
+
+
+class ResNet18(nn.Module):
+  """CIFAR-style ResNet-18 (He et al. 2016): 3x3 stem, no max-pool, 4 stages of
+  2 basic blocks, global average pooling -> (B, 512).
+
+  This is the encoder of solo-learn / lightly CIFAR recipes; on this project's
+  CPU machines it is only shape-tested (a forward+backward takes ~36 s).
+  """
+  stage_widths: Sequence[int] = (64, 128, 256, 512)
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, train: bool = True):
+    """x: (B, H, W, C) float -> (B, stage_widths[-1])."""
+    x = x.astype(self.dtype)
+    x = nn.Conv(self.stage_widths[0], (3, 3), use_bias=False, dtype=self.dtype)(x)
+    x = nn.relu(nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x))
+    for i, width in enumerate(self.stage_widths):
+      for j in range(2):
+        stride = 2 if (i > 0 and j == 0) else 1
+        x = _BasicBlock(width, stride, dtype=self.dtype)(x, train)
+    return jnp.mean(x, axis=(1, 2))

@@ -1,0 +1,47 @@
+"""Projector head and the encoder+projector network used in pretraining."""
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+__all__ = ["Projector", "SSLNetwork"]
+
+
+class Projector(nn.Module):
+  """Expander/projector MLP of VICReg (Bardes et al. 2022, Sec. 4.2).
+
+  Hidden layers are Dense -> BatchNorm -> ReLU; the last layer is a plain
+  Dense. The loss is applied to its output Z.
+
+  Attributes:
+    features: widths of all layers; the last is the embedding size K.
+    dtype: computation dtype.
+  """
+  features: Sequence[int] = (1024, 1024)
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, h, train: bool = True):
+    """h: (B, D) -> z: (B, features[-1]), float32."""
+    x = h.astype(self.dtype)
+    for width in self.features[:-1]:
+      x = nn.Dense(width, dtype=self.dtype)(x)
+      x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
+      x = nn.relu(x)
+    # Losses read covariances of Z: keep them in float32 even in bf16 runs.
+    return nn.Dense(self.features[-1], dtype=self.dtype)(x).astype(jnp.float32)
+
+
+class SSLNetwork(nn.Module):
+  """Encoder f_θ followed by a projector g_φ.
+
+  Returns (h, z): h (B, D) is the representation that is linearly probed,
+  z (B, K) the embedding the SSL loss sees.
+  """
+  encoder: nn.Module
+  projector: nn.Module
+
+  def __call__(self, x, train: bool = True):
+    h = self.encoder(x, train=train)
+    return h, self.projector(h, train=train)

@@ -1,0 +1,311 @@
+"""Pretraining and evaluation loop.
+
+One top-to-bottom ``train_and_evaluate``: data → mesh → model and optimiser →
+restore → sharded jit train step → checkpoints and metrics → linear probe.
+Parameters are replicated and the batch is sharded over a 1-D device mesh
+("data"); because the step is a single ``jax.jit`` over global arrays, the loss
+and BatchNorm see statistics of the whole global batch, not of one device.
+"""
+
+import functools
+import json
+import os
+import time
+from typing import Any
+
+from absl import logging
+from flax.metrics import tensorboard
+from flax.training import train_state
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding, PartitionSpec as P
+import tqdm
+
+from ssljax import data, evaluate, methods, models
+
+__all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
+           "create_train_state", "train_step", "train_and_evaluate"]
+
+
+class TrainState(train_state.TrainState):
+  """Flax TrainState plus BatchNorm running statistics."""
+  batch_stats: Any
+
+
+# ---------------------------------------------------------------- optimiser --
+def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
+                            steps_per_epoch: int, total_steps: int):
+  """Linear warm-up then cosine decay; peak lr = learning_rate · batch/256."""
+  peak = optim.learning_rate * batch_size / 256
+  warmup = min(int(optim.warmup_epochs * steps_per_epoch), total_steps - 1)
+  return optax.warmup_cosine_decay_schedule(
+      init_value=0.0, peak_value=peak, warmup_steps=max(warmup, 0),
+      decay_steps=total_steps, end_value=peak * optim.end_lr_factor)
+
+
+def _decay_mask(params):
+  # Weight decay and LARS trust ratios on kernels only, as in VICReg/BYOL.
+  return jax.tree.map(lambda p: p.ndim > 1, params)
+
+
+def create_optimizer(optim: ml_collections.ConfigDict, learning_rate_fn):
+  """optax AdamW or LARS from the config. Raises ValueError on other names."""
+  if optim.name == "adamw":
+    return optax.adamw(learning_rate_fn, weight_decay=optim.weight_decay,
+                       mask=_decay_mask)
+  if optim.name == "lars":
+    return optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
+                      weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
+                      trust_coefficient=optim.trust_coefficient,
+                      momentum=optim.momentum)
+  raise ValueError(f"unknown optimiser {optim.name!r}; expected 'adamw' or 'lars'")
+
+
+# -------------------------------------------------------------------- model --
+def create_network(config: ml_collections.ConfigDict) -> models.SSLNetwork:
+  dtypes = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+  if config.model.dtype not in dtypes:
+    raise ValueError(f"model.dtype must be one of {sorted(dtypes)}, got "
+                     f"{config.model.dtype!r}")
+  return models.make_network(config.model.encoder,
+                             config.model.encoder_kwargs.to_dict(),
+                             config.model.projector, dtypes[config.model.dtype])
+
+
+def create_train_state(network, tx, key, image_shape) -> TrainState:
+  """Initialises parameters and optimiser state from ``key``."""
+  variables = network.init(key, jnp.zeros((2, *image_shape), jnp.float32),
+                           train=False)
+  return TrainState.create(apply_fn=network.apply, params=variables["params"],
+                           batch_stats=variables.get("batch_stats", {}), tx=tx)
+
+
+# --------------------------------------------------------------- train step --
+def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
+  """One SGD step on a batch of views.
+
+  Args:
+    state: TrainState (replicated).
+    views: (V, B, H, W, C) float32, sharded along B.
+    method, loss_kwargs: the loss, as in ``ssljax.methods.loss_terms``.
+
+  Returns:
+    (new state, dict of scalar metrics: the loss terms, "grad_norm").
+  """
+  num_views, batch = views.shape[:2]
+  x = views.reshape(num_views * batch, *views.shape[2:])  # view-major rows
+
+  def loss_fn(params):
+    (_, z), updates = state.apply_fn(
+        {"params": params, "batch_stats": state.batch_stats}, x, train=True,
+        mutable=["batch_stats"])
+    terms = methods.loss_terms(method, z.reshape(num_views, batch, -1),
+                               **loss_kwargs)
+    return terms["loss"], (terms, updates["batch_stats"])
+
+  grads, (terms, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
+  state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
+  return state, {**terms, "grad_norm": optax.tree.norm(grads)}
+
+
+def _representations(state: TrainState, x):
+  """Encoder output h (before the projector), BatchNorm in inference mode."""
+  h, _ = state.apply_fn({"params": state.params, "batch_stats": state.batch_stats},
+                        x, train=False)
+  return h
+
+
+def extract_features(state, images, batch_size, mesh) -> np.ndarray:
+  """Encoder representations of uint8 images (N, H, W, C) → float32 (N, D)."""
+  sharding = NamedSharding(mesh, P("data"))
+  fn = jax.jit(_representations, out_shardings=NamedSharding(mesh, P()))
+  batch_size -= batch_size % mesh.size  # divisible over the devices
+  out = []
+  for start in range(0, len(images), batch_size):
+    chunk = images[start:start + batch_size].astype(np.float32) / 255.0
+    pad = batch_size - len(chunk)  # one compiled shape for every batch
+    chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * 3)
+    h = fn(state, jax.device_put(chunk, sharding))
+    out.append(np.asarray(jax.device_get(h))[:batch_size - pad])
+  return np.concatenate(out).astype(np.float32)
+
+
+# -------------------------------------------------------------- bookkeeping --
+class _MetricWriter:
+  """metrics.jsonl and TensorBoard, written by process 0 only."""
+
+  def __init__(self, workdir: str, resume_step: int):
+    self.active = jax.process_index() == 0
+    if not self.active:
+      return
+    self.path = os.path.join(workdir, "metrics.jsonl")
+    # Drop lines past the restored step: those steps are recomputed exactly.
+    if os.path.exists(self.path):
+      with open(self.path) as f:
+        kept = [l for l in f if json.loads(l).get("step", 0) <= resume_step]
+      with open(self.path, "w") as f:
+        f.writelines(kept)
+    self.tb = tensorboard.SummaryWriter(os.path.join(workdir, "tensorboard"))
+
+  def write(self, step: int, metrics: dict):
+    if not self.active:
+      return
+    with open(self.path, "a") as f:
+      f.write(json.dumps({"step": step, **metrics}) + "\n")
+    for name, value in metrics.items():
+      self.tb.scalar(name, value, step)
+    self.tb.flush()
+
+
+def _loss_kwargs(config) -> dict:
+  kwargs = config.loss.to_dict()
+  form = kwargs.pop("form")
+  return {"form": form, **kwargs}
+
+
+def _check_finite(metrics: dict, step: int, last_checkpoint):
+  bad = [k for k, v in metrics.items() if not np.isfinite(v)]
+  if bad:
+    raise FloatingPointError(
+        f"non-finite {bad} at step {step}; last good checkpoint: step "
+        f"{last_checkpoint}")
+
+
+# --------------------------------------------------------------------- main --
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """Pretrains ``config.method`` and probes the encoder; writes under workdir.
+
+  Writes ``checkpoints/`` (orbax; a rerun with the same workdir resumes from
+  the latest), ``metrics.jsonl``, ``tensorboard/``, ``config.json`` and
+  ``results.json`` (returned as a dict).
+
+  Raises:
+    ValueError: unknown method, loss form, optimiser, encoder or dtype.
+    ssljax.data.DatasetUnavailableError: the dataset is not available.
+    FloatingPointError: the loss or a gradient became non-finite.
+  """
+  start_time = time.time()
+  methods.check_method(config.method, config.loss.form, config.views.num_views)
+  os.makedirs(workdir, exist_ok=True)
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      f.write(config.to_json(indent=2))
+
+  # Data.
+  train_images, train_labels = data.load_split(
+      config.dataset.name, config.dataset.train_split,
+      data_dir=config.dataset.data_dir, download=config.dataset.download)
+  test_images, test_labels = data.load_split(
+      config.dataset.name, config.dataset.test_split,
+      data_dir=config.dataset.data_dir, download=config.dataset.download)
+  steps_per_epoch = data.steps_per_epoch(len(train_images), config.batch_size)
+  total_steps = (config.num_steps if config.num_steps > 0
+                 else int(config.epochs * steps_per_epoch))
+
+  # Mesh: batch sharded over every device, parameters replicated.
+  # Auto axes: XLA propagates the batch sharding through reshapes and reductions.
+  mesh = jax.make_mesh((jax.device_count(),), ("data",),
+                       axis_types=(jax.sharding.AxisType.Auto,))
+  replicated = NamedSharding(mesh, P())
+  views_sharding = NamedSharding(mesh, P(None, "data"))
+  if config.batch_size % jax.device_count():
+    raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
+                     f"{jax.device_count()} devices")
+
+  # Model, optimiser, state.
+  network = create_network(config)
+  lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
+                                  steps_per_epoch, total_steps)
+  tx = create_optimizer(config.optim, lr_fn)
+  # A pure function of the seed: rebuilt for the random-init baseline because
+  # the train step donates (frees) the state it is given.
+  initial_state = lambda: jax.device_put(create_train_state(
+      network, tx, jax.random.key(config.seed), train_images.shape[1:]), replicated)
+
+  # Checkpoints: resume from the latest if there is one.
+  ckpt = ocp.CheckpointManager(
+      os.path.abspath(os.path.join(workdir, "checkpoints")),
+      options=ocp.CheckpointManagerOptions(max_to_keep=config.keep_checkpoints))
+  state, start_step = initial_state(), 0
+  if ckpt.latest_step() is not None:
+    start_step = ckpt.latest_step()
+    state = ckpt.restore(start_step, args=ocp.args.StandardRestore(state))
+    logging.info("resumed from step %d", start_step)
+  writer = _MetricWriter(workdir, start_step)
+
+  step_fn = jax.jit(
+      functools.partial(train_step, method=config.method,
+                        loss_kwargs=_loss_kwargs(config)),
+      in_shardings=(replicated, views_sharding),
+      out_shardings=(replicated, replicated), donate_argnums=0)
+
+  # Training loop.
+  batches = data.view_batches(
+      train_images, batch_size=config.batch_size,
+      num_views=config.views.num_views, seed=config.seed, start_step=start_step,
+      num_steps=total_steps - start_step,
+      augment_kwargs={k: v for k, v in config.views.to_dict().items()
+                      if k != "num_views"},
+      process_index=jax.process_index(), process_count=jax.process_count())
+  train_start, last_saved = time.time(), start_step
+  bar = tqdm.tqdm(range(start_step, total_steps), initial=start_step,
+                  total=total_steps, desc=config.method, unit="step",
+                  disable=jax.process_index() != 0)
+  for step in bar:
+    views = jax.make_array_from_process_local_data(views_sharding, next(batches))
+    state, metrics = step_fn(state, views)
+    done = step + 1
+    if done % config.log_every_steps == 0 or done == total_steps:
+      metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+      _check_finite(metrics, done, last_saved)
+      metrics["learning_rate"] = float(lr_fn(step))
+      writer.write(done, metrics)
+      bar.set_postfix(loss=f"{metrics['loss']:.4g}")
+    if done % config.checkpoint_every_steps == 0 or done == total_steps:
+      ckpt.save(done, args=ocp.args.StandardSave(state))
+      last_saved = done
+  ckpt.wait_until_finished()
+  train_seconds = time.time() - train_start
+
+  # Evaluation: the trained encoder and, as baselines, raw pixels and the
+  # encoder at its random initialisation, all with the same probe.
+  probe = functools.partial(
+      evaluate.linear_probe, l2_grid=tuple(config.eval.probe_l2_grid),
+      val_fraction=config.eval.probe_val_fraction,
+      max_iter=config.eval.probe_max_iter, seed=config.seed)
+  features = lambda s, x: extract_features(s, x, config.eval.batch_size, mesh)
+  ftrain, ftest = features(state, train_images), features(state, test_images)
+  trained = probe(ftrain, train_labels, ftest, test_labels)
+  results = {
+      "dataset": config.dataset.name,
+      "method": config.method,
+      "epochs": total_steps / steps_per_epoch,
+      "steps": total_steps,
+      "resumed_from_step": start_step,
+      "train_seconds": train_seconds,
+      "probe_test_accuracy": trained["test_accuracy"],
+      "probe": trained,
+      "knn_test_accuracy": evaluate.knn_accuracy(
+          ftrain, train_labels, ftest, test_labels, k=config.eval.knn_k,
+          temperature=config.eval.knn_temperature),
+      "feature_dim": int(ftrain.shape[1]),
+      "num_devices": jax.device_count(),
+  }
+  if config.eval.baselines:
+    flat = lambda x: x.reshape(len(x), -1).astype(np.float32) / 255.0
+    raw = probe(flat(train_images), train_labels, flat(test_images), test_labels)
+    init_state = initial_state()
+    rand = probe(features(init_state, train_images), train_labels,
+                 features(init_state, test_images), test_labels)
+    results["raw_pixel_probe_test_accuracy"] = raw["test_accuracy"]
+    results["random_init_probe_test_accuracy"] = rand["test_accuracy"]
+  results["wall_seconds"] = time.time() - start_time
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, "results.json"), "w") as f:
+      json.dump(results, f, indent=2)
+  ckpt.close()
+  return results

@@ -1,0 +1,314 @@
+"""Tests of ssljax.data: the offline Fashion-MNIST builder and the pipeline."""
+
+import gzip
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from ssljax import data
+from ssljax.data import fashion_mnist
+
+NUM_TRAIN, NUM_TEST = 12, 5
+
+
+def _write_idx(path, array, magic=None):
+  """Writes a uint8 array as a gzipped IDX file (magic 0x08 << 8 | rank)."""
+  magic = (0x0800 | array.ndim) if magic is None else magic
+  header = np.array([magic, *array.shape], ">u4").tobytes()
+  with gzip.open(path, "wb") as f:
+    f.write(header + np.ascontiguousarray(array, np.uint8).tobytes())
+
+
+def _synthetic(num, offset):
+  """Distinct images (num, 28, 28) with known pixels, labels (num,)."""
+  pixels = np.arange(28 * 28)[None] + 37 * (np.arange(num)[:, None] + offset)
+  images = (pixels % 256).astype(np.uint8).reshape(num, 28, 28)
+  labels = ((np.arange(num) + offset) % 10).astype(np.uint8)
+  return images, labels
+
+
+@pytest.fixture
+def idx_dir(tmp_path):
+  """A directory with tiny synthetic IDX files; returns (dir, {split: arrays})."""
+  source = tmp_path / "idx"
+  source.mkdir()
+  splits = {"train": _synthetic(NUM_TRAIN, 0), "test": _synthetic(NUM_TEST, 100)}
+  for split, (images, labels) in splits.items():
+    images_name, labels_name = fashion_mnist.FASHION_MNIST_FILES[split]
+    _write_idx(source / images_name, images)
+    _write_idx(source / labels_name, labels)
+  return source, splits
+
+
+def _sorted_pairs(images, labels):
+  """(image bytes, label) pairs sorted: tfds reorders examples by key hash."""
+  return sorted((im.tobytes(), int(lab)) for im, lab in zip(images, labels))
+
+
+# ------------------------------------------------------------------ builder
+
+
+def test_builder_round_trips_every_pixel_from_manual_dir(idx_dir, tmp_path):
+  source, splits = idx_dir
+  builder = data.FashionMnistLocal(data_dir=str(tmp_path / "tfds"))
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=str(source)))
+  assert builder.info.features["label"].num_classes == 10
+  assert builder.info.supervised_keys == ("image", "label")
+  for split, (images, labels) in splits.items():
+    assert builder.info.splits[split].num_examples == len(images)
+    ds = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1))
+    assert ds["image"].shape == (len(images), 28, 28, 1)
+    assert ds["image"].dtype == np.uint8
+    assert (_sorted_pairs(ds["image"][..., 0], ds["label"])
+            == _sorted_pairs(images, labels))
+
+
+def test_load_split_prepares_offline_from_env_dir(idx_dir, tmp_path, monkeypatch):
+  source, splits = idx_dir
+  monkeypatch.setenv(fashion_mnist.FASHION_MNIST_ENV_VAR, str(source))
+  images, labels = data.load_split("fashion_mnist_local", "train",
+                                   data_dir=str(tmp_path / "tfds"))
+  assert images.shape == (NUM_TRAIN, 28, 28, 1) and images.dtype == np.uint8
+  assert labels.shape == (NUM_TRAIN,) and labels.dtype == np.int32
+  assert _sorted_pairs(images[..., 0], labels) == _sorted_pairs(*splits["train"])
+  # Second call reuses the prepared data; sub-split strings work.
+  head, _ = data.load_split("fashion_mnist_local", "test[:3]",
+                            data_dir=str(tmp_path / "tfds"))
+  assert head.shape == (3, 28, 28, 1)
+
+
+def test_corrupt_magic_names_the_file(idx_dir, tmp_path):
+  source, splits = idx_dir
+  bad = source / fashion_mnist.FASHION_MNIST_FILES["train"][0]
+  _write_idx(bad, splits["train"][0], magic=0x0000_0801)
+  builder = data.FashionMnistLocal(data_dir=str(tmp_path / "tfds"))
+  with pytest.raises(ValueError, match="magic") as info:
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=str(source)))
+  assert str(bad) in str(info.value)
+
+
+def test_truncated_payload_names_the_file(idx_dir):
+  source, splits = idx_dir
+  bad = source / fashion_mnist.FASHION_MNIST_FILES["test"][1]
+  header = np.array([0x0801, NUM_TEST + 1], ">u4").tobytes()
+  with gzip.open(bad, "wb") as f:
+    f.write(header + splits["test"][1].tobytes())
+  with pytest.raises(ValueError, match="payload") as info:
+    fashion_mnist._read_split(source, "test")
+  assert str(bad) in str(info.value)
+
+
+def test_find_files_order_and_env_var(idx_dir, tmp_path, monkeypatch):
+  source, _ = idx_dir
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  monkeypatch.setenv(fashion_mnist.FASHION_MNIST_ENV_VAR, str(empty))
+  assert data.find_fashion_mnist_files(source) == source
+  # A set variable is authoritative: no fallback to the default directory.
+  assert data.find_fashion_mnist_files() is None
+  assert data.find_fashion_mnist_files(empty) is None
+  monkeypatch.setenv(fashion_mnist.FASHION_MNIST_ENV_VAR, str(source))
+  assert data.find_fashion_mnist_files(empty) == source
+
+
+def test_load_split_missing_idx_files(tmp_path, monkeypatch):
+  monkeypatch.setenv(fashion_mnist.FASHION_MNIST_ENV_VAR, str(tmp_path))
+  with pytest.raises(data.DatasetUnavailableError, match="dataset-fashion-mnist"):
+    data.load_split("fashion_mnist_local", "train", data_dir=str(tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    fashion_mnist.find_fashion_mnist_files(fashion_mnist.DEFAULT_FASHION_MNIST_DIR)
+    is None, reason="Fashion-MNIST IDX files not installed")
+def test_load_split_real_fashion_mnist(tmp_path, monkeypatch):
+  monkeypatch.setenv(fashion_mnist.FASHION_MNIST_ENV_VAR,
+                     fashion_mnist.DEFAULT_FASHION_MNIST_DIR)
+  for split, num in (("train", 60_000), ("test", 10_000)):
+    images, labels = data.load_split("fashion_mnist_local", split,
+                                     data_dir=str(tmp_path))
+    assert images.shape == (num, 28, 28, 1) and images.dtype == np.uint8
+    assert np.array_equal(np.bincount(labels, minlength=10),
+                          np.full(10, num // 10))
+
+
+# ------------------------------------------------------------------- loader
+
+
+def test_unprepared_dataset_fails_fast_without_download(tmp_path):
+  start = time.monotonic()
+  with pytest.raises(data.DatasetUnavailableError) as info:
+    data.load_split("mnist", "train", data_dir=str(tmp_path))
+  assert time.monotonic() - start < 10
+  message = str(info.value)
+  assert "'mnist'" in message and str(tmp_path) in message
+  assert "tfds build mnist" in message
+
+
+def test_unknown_dataset_name(tmp_path):
+  with pytest.raises(data.DatasetUnavailableError, match="not a registered"):
+    data.load_split("no_such_dataset_xyz", "train", data_dir=str(tmp_path))
+
+
+# ------------------------------------------------------------- augmentation
+
+
+@pytest.fixture(scope="module")
+def batch():
+  """float32 (8, 12, 10, 3) random images in [0, 1] (non-square on purpose)."""
+  return tf.constant(np.random.default_rng(0).random((8, 12, 10, 3)), tf.float32)
+
+
+KEY = tf.constant([3, 4], tf.int32)
+
+
+@pytest.mark.parametrize("crop", ["random_resized", "pad_and_crop", "none"])
+def test_augment_shape_range_and_determinism(batch, crop):
+  out = data.augment(batch, KEY, crop=crop, noise_std=0.1)
+  assert out.shape == batch.shape and out.dtype == tf.float32
+  assert 0 <= tf.reduce_min(out) and tf.reduce_max(out) <= 1
+  np.testing.assert_array_equal(out, data.augment(batch, KEY, crop=crop,
+                                                  noise_std=0.1))
+  other = data.augment(batch, tf.constant([3, 5]), crop=crop, noise_std=0.1)
+  assert not np.allclose(out, other)
+
+
+def test_augment_off_is_identity(batch):
+  out = data.augment(batch, KEY, crop="none", flip=False, noise_std=0.0)
+  np.testing.assert_array_equal(out, batch)
+
+
+def test_random_resized_crop_full_box_is_identity(batch):
+  # scale = ratio-compatible full area forces the box to the whole image.
+  out = data.augment(batch, KEY, crop="random_resized", crop_scale=(1.0, 1.0),
+                     crop_ratio=(10 / 12, 10 / 12), flip=False)
+  np.testing.assert_allclose(out, batch, atol=1e-5)
+
+
+def test_flip_gives_image_or_mirror(batch):
+  out = data.augment(batch, KEY, crop="none", flip=True).numpy()
+  x = batch.numpy()
+  same = [np.array_equal(o, i) for o, i in zip(out, x)]
+  mirrored = [np.array_equal(o, i[:, ::-1]) for o, i in zip(out, x)]
+  assert all(s or m for s, m in zip(same, mirrored))
+  assert any(same) and any(mirrored)  # 8 fair coins: fails w.p. 2^-7.
+
+
+def test_pad_and_crop_is_integer_shift_of_padded_image(batch):
+  pad = 3
+  out = data.augment(batch, KEY, crop="pad_and_crop", pad=pad, flip=False).numpy()
+  padded = np.pad(batch.numpy(), [(0, 0), (pad, pad), (pad, pad), (0, 0)])
+  h, w = batch.shape[1:3]
+  shifts = set()
+  for o, p in zip(out, padded):
+    matches = [(dy, dx) for dy in range(2 * pad + 1) for dx in range(2 * pad + 1)
+               if np.array_equal(o, p[dy:dy + h, dx:dx + w])]
+    assert matches, "output is not a shifted window of the padded image"
+    shifts.add(matches[0])
+  assert len(shifts) > 1  # offsets vary per image
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"crop": "center"}, {"crop_scale": (0.0, 1.0)}, {"crop_scale": (0.5, 0.2)},
+    {"crop_ratio": (2.0, 1.0)}, {"pad": -1}, {"noise_std": -0.1}])
+def test_augment_rejects_bad_arguments(batch, kwargs):
+  with pytest.raises(ValueError):
+    data.augment(batch, KEY, **kwargs)
+
+
+# ------------------------------------------------------------- view batches
+
+NUM_IMAGES, BATCH = 40, 8  # 5 steps per epoch
+NO_AUG = {"crop": "none", "flip": False}
+
+
+@pytest.fixture(scope="module")
+def images():
+  """uint8 (40, 6, 5, 1) whose pixel [0, 0] is the image index."""
+  rng = np.random.default_rng(1)
+  x = rng.integers(0, 256, (NUM_IMAGES, 6, 5, 1), dtype=np.uint8)
+  x[:, 0, 0, 0] = np.arange(NUM_IMAGES)
+  return x
+
+
+def _batches(images, **kwargs):
+  kwargs = {"batch_size": BATCH, "seed": 7, "num_steps": 8, **kwargs}
+  return np.stack(list(data.view_batches(images, **kwargs)))
+
+
+def _indices(batches):
+  """Image indices (steps, B) of the first view, read from pixel [0, 0]."""
+  return np.rint(batches[:, 0, :, 0, 0, 0] * 255).astype(int)
+
+
+def test_view_batches_shape_and_determinism(images):
+  out = _batches(images, num_views=3)
+  assert out.shape == (8, 3, BATCH, 6, 5, 1) and out.dtype == np.float32
+  np.testing.assert_array_equal(out, _batches(images, num_views=3))
+  assert not np.array_equal(out, _batches(images, num_views=3, seed=8))
+
+
+def test_view_batches_resume_matches_uninterrupted_run(images):
+  full = _batches(images)
+  resumed = _batches(images, start_step=3, num_steps=5)
+  np.testing.assert_array_equal(resumed, full[3:])
+
+
+def test_view_batches_epochs_are_permutations(images):
+  idx = _indices(_batches(images, augment_kwargs=NO_AUG, num_steps=10))
+  epochs = idx.reshape(2, -1)  # 5 steps x 8 = the 40 images, per epoch
+  for epoch in epochs:
+    np.testing.assert_array_equal(np.sort(epoch), np.arange(NUM_IMAGES))
+  assert not np.array_equal(epochs[0], epochs[1])  # reshuffled each epoch
+  # Without augmentation the pixels are exactly image / 255.
+  out = _batches(images, augment_kwargs=NO_AUG, num_steps=1)
+  np.testing.assert_allclose(out[0, 0], images[idx[0]] / 255, atol=1e-7)
+
+
+@pytest.mark.parametrize("aug", [NO_AUG, {"noise_std": 0.05}])
+def test_processes_concatenate_to_global_batch(images, aug):
+  kwargs = {"augment_kwargs": aug, "num_steps": 3}
+  whole = _batches(images, **kwargs)
+  parts = [_batches(images, process_index=p, process_count=2, **kwargs)
+           for p in range(2)]
+  assert parts[0].shape == (3, 2, BATCH // 2, 6, 5, 1)
+  # Same rows and random draws; crop_and_resize on a smaller batch may round
+  # differently in the last float32 bit.
+  np.testing.assert_allclose(np.concatenate(parts, axis=2), whole, atol=1e-6)
+  if aug is NO_AUG:
+    np.testing.assert_array_equal(np.concatenate(parts, axis=2), whole)
+
+
+def test_views_differ_with_augmentation(images):
+  out = _batches(images, num_steps=1)
+  assert not np.allclose(out[0, 0], out[0, 1])
+  # The same sample in both views: pixels are augmented, not reshuffled.
+  plain = _batches(images, num_steps=1, augment_kwargs=NO_AUG)
+  np.testing.assert_array_equal(plain[0, 0], plain[0, 1])
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"batch_size": 1}, "batch_size"), ({"batch_size": NUM_IMAGES + 1}, "batch_size"),
+    ({"num_views": 0}, "num_views"), ({"process_count": 3}, "process_count"),
+    ({"process_index": 2, "process_count": 2}, "process_index"),
+    ({"augment_kwargs": {"colour": 1}}, "augment_kwargs")])
+def test_view_batches_rejects_bad_arguments(images, kwargs, name):
+  with pytest.raises(ValueError, match=name):
+    _batches(images, **kwargs)
+
+
+def test_view_batches_rejects_non_uint8(images):
+  with pytest.raises(ValueError, match="uint8"):
+    _batches(images.astype(np.float32))
+
+
+def test_steps_per_epoch():
+  assert data.steps_per_epoch(60_000, 256) == 234
+  assert data.steps_per_epoch(8, 8) == 1
+  with pytest.raises(ValueError):
+    data.steps_per_epoch(7, 8)
