@@ -13,7 +13,6 @@ import os
 import time
 from typing import Any
 
-from absl import logging
 from flax.metrics import tensorboard
 from flax.training import train_state
 import jax
@@ -28,7 +27,9 @@ import tqdm
 from ssljax import data, evaluate, methods, models
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_train_state", "train_step", "train_and_evaluate"]
+           "create_network", "create_train_state", "train_step",
+           "sharded_train_step", "make_mesh", "extract_features",
+           "train_and_evaluate"]
 
 
 class TrainState(train_state.TrainState):
@@ -110,6 +111,27 @@ def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
   grads, (terms, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
   state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
   return state, {**terms, "grad_norm": optax.tree.norm(grads)}
+
+
+def sharded_train_step(config: ml_collections.ConfigDict, mesh):
+  """``train_step`` jitted over ``mesh``: state replicated, views sharded on B.
+
+  The input state is donated (its buffers are reused for the output).
+  """
+  replicated = NamedSharding(mesh, P())
+  return jax.jit(
+      functools.partial(train_step, method=config.method,
+                        loss_kwargs=_loss_kwargs(config)),
+      in_shardings=(replicated, NamedSharding(mesh, P(None, "data"))),
+      out_shardings=(replicated, replicated), donate_argnums=0)
+
+
+def make_mesh(devices=None):
+  """1-D mesh ("data",) over ``devices`` (default: all), with Auto axes so XLA
+  propagates the batch sharding through reshapes and reductions."""
+  devices = jax.devices() if devices is None else devices
+  return jax.sharding.Mesh(np.asarray(devices), ("data",),
+                           axis_types=(jax.sharding.AxisType.Auto,))
 
 
 def _representations(state: TrainState, x):
@@ -207,9 +229,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                  else int(config.epochs * steps_per_epoch))
 
   # Mesh: batch sharded over every device, parameters replicated.
-  # Auto axes: XLA propagates the batch sharding through reshapes and reductions.
-  mesh = jax.make_mesh((jax.device_count(),), ("data",),
-                       axis_types=(jax.sharding.AxisType.Auto,))
+  mesh = make_mesh()
   replicated = NamedSharding(mesh, P())
   views_sharding = NamedSharding(mesh, P(None, "data"))
   if config.batch_size % jax.device_count():
@@ -234,14 +254,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   if ckpt.latest_step() is not None:
     start_step = ckpt.latest_step()
     state = ckpt.restore(start_step, args=ocp.args.StandardRestore(state))
-    logging.info("resumed from step %d", start_step)
+    if jax.process_index() == 0:
+      print(f"resuming {workdir} from step {start_step}", flush=True)
   writer = _MetricWriter(workdir, start_step)
 
-  step_fn = jax.jit(
-      functools.partial(train_step, method=config.method,
-                        loss_kwargs=_loss_kwargs(config)),
-      in_shardings=(replicated, views_sharding),
-      out_shardings=(replicated, replicated), donate_argnums=0)
+  step_fn = sharded_train_step(config, mesh)
 
   # Training loop.
   batches = data.view_batches(

@@ -1,0 +1,16 @@
+"""Shared fixtures: a tfds data dir with fashion_mnist_local prepared once."""
+
+import pytest
+
+from ssljax import data
+
+
+@pytest.fixture(scope="session")
+def fmnist_data_dir(tmp_path_factory):
+  """Data dir holding fashion_mnist_local, prepared from Debian's IDX files."""
+  if data.find_fashion_mnist_files() is None:
+    pytest.fail("Fashion-MNIST IDX files missing: apt-get install -y "
+                "dataset-fashion-mnist (the README's test command does)")
+  data_dir = str(tmp_path_factory.mktemp("tfds"))
+  data.load_split("fashion_mnist_local", "test[:1]", data_dir=data_dir)
+  return data_dir

@@ -1,0 +1,98 @@
+"""Linear probe and k-NN: agreement with scikit-learn / naive references."""
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from ssljax import evaluate
+
+
+def _blobs(n, d=5, c=3, seed=0, spread=1.5):
+  centres = np.random.default_rng(1234).normal(size=(c, d)) * spread  # shared
+  rng = np.random.default_rng(seed)
+  y = rng.integers(0, c, n)
+  return (centres[y] + rng.normal(size=(n, d))).astype(np.float32), y
+
+
+def test_probe_matches_sklearn_logistic_regression():
+  # Same objective: mean CE + ½·l2‖W‖² ⇔ sklearn's ½‖W‖² + C·ΣCE with C = 1/(l2·N).
+  x, y = _blobs(400, spread=0.7)
+  xt, yt = _blobs(200, seed=1, spread=0.7)
+  l2 = 1e-2
+  ours = evaluate.linear_probe(x, y, xt, yt, l2_grid=(l2,), max_iter=500, tol=1e-7)
+  mean, std = x.mean(0), x.std(0) + 1e-6
+  ref = LogisticRegression(C=1.0 / (l2 * len(x)), max_iter=5000, tol=1e-10)
+  ref.fit((x - mean) / std, y)
+  ref_acc = ref.score((xt - mean) / std, yt)
+  assert ours["test_accuracy"] == pytest.approx(ref_acc, abs=1.0 / len(xt))
+  assert ours["l2"] == l2 and ours["iterations"] > 0
+
+
+def test_probe_choice_never_sees_test_labels():
+  x, y = _blobs(300)
+  xt, yt = _blobs(100, seed=2)
+  a = evaluate.linear_probe(x, y, xt, yt, max_iter=100)
+  b = evaluate.linear_probe(x, y, xt, np.random.default_rng(0).permutation(yt),
+                            max_iter=100)
+  assert a["l2"] == b["l2"] and a["val_accuracies"] == b["val_accuracies"]
+  assert a["test_accuracy"] > 0.9 > b["test_accuracy"]
+
+
+def test_probe_is_invariant_to_feature_scale_and_shift():
+  # Features are standardised with train statistics before the fit.
+  x, y = _blobs(300)
+  xt, yt = _blobs(100, seed=3)
+  a = evaluate.linear_probe(x, y, xt, yt, max_iter=100)
+  b = evaluate.linear_probe(3 * x + 7, y, 3 * xt + 7, yt, max_iter=100)
+  assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=0.011)
+  assert a["l2"] == b["l2"]
+
+
+@pytest.mark.parametrize("bad", [
+    dict(train_features=np.zeros(5)),
+    dict(train_labels=np.zeros(4, np.int32)),
+    dict(train_labels=np.zeros(10, np.float32)),
+    dict(train_features=np.full((10, 2), np.nan)),
+    dict(test_features=np.zeros((4, 3))),
+    dict(val_fraction=1.0),
+    dict(l2_grid=()),
+])
+def test_probe_rejects_bad_input(bad):
+  args = dict(train_features=np.zeros((10, 2)), train_labels=np.zeros(10, np.int32),
+              test_features=np.zeros((4, 2)), test_labels=np.zeros(4, np.int32))
+  args.update(bad)
+  with pytest.raises(ValueError):
+    evaluate.linear_probe(**args)
+
+
+def _naive_knn(xtr, ytr, xte, k, temperature, num_classes):
+  n = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)
+  sims = n(xte) @ n(xtr).T
+  preds = []
+  for row in sims:
+    idx = np.argsort(-row)[:k]
+    votes = np.zeros(num_classes)
+    np.add.at(votes, ytr[idx], np.exp(row[idx] / temperature))
+    preds.append(np.argmax(votes))
+  return np.array(preds)
+
+
+@pytest.mark.parametrize("k,block", [(1, 7), (5, 1024), (12, 16)])
+def test_knn_matches_naive_reference(k, block):
+  x, y = _blobs(200, spread=0.5)
+  xt, yt = _blobs(50, seed=4, spread=0.5)
+  expected = np.mean(_naive_knn(x, y, xt, k, 0.1, 3) == yt)
+  got = evaluate.knn_accuracy(x, y, xt, yt, k=k, temperature=0.1, block_size=block)
+  assert got == pytest.approx(expected)
+
+
+def test_knn_on_its_own_training_set_with_k1_is_perfect():
+  x, y = _blobs(100)
+  assert evaluate.knn_accuracy(x, y, x, y, k=1) == 1.0
+
+
+@pytest.mark.parametrize("bad", [dict(k=0), dict(k=11), dict(temperature=0.0)])
+def test_knn_rejects_bad_arguments(bad):
+  x, y = _blobs(10)
+  with pytest.raises(ValueError):
+    evaluate.knn_accuracy(x, y, x, y, **bad)

@@ -1,0 +1,143 @@
+"""End to end: main on a small subset, checkpoints, resume, determinism, errors."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+import pytest
+
+from ssljax import data, train
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+from configs import vicreg as vicreg_config  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _smoke_config(data_dir, **overrides):
+  config = vicreg_config.get_config("smoke")
+  config.dataset.data_dir = data_dir
+  config.eval.baselines = False
+  for key, value in overrides.items():
+    node = config
+    *parents, leaf = key.split(".")
+    for p in parents:
+      node = node[p]
+    node[leaf] = value
+  return config
+
+
+RESULT_KEYS = ("dataset", "method", "epochs", "steps", "wall_seconds",
+               "probe_test_accuracy", "raw_pixel_probe_test_accuracy",
+               "random_init_probe_test_accuracy", "knn_test_accuracy")
+
+
+def test_main_writes_results_metrics_and_checkpoints(fmnist_data_dir, tmp_path):
+  workdir = tmp_path / "run"
+  cmd = [sys.executable, "-m", "ssljax.main", "--config",
+         os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
+         f"--config.dataset.data_dir={fmnist_data_dir}", f"--workdir={workdir}"]
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = json.loads((workdir / "results.json").read_text())
+  for key in RESULT_KEYS:
+    assert key in results, key
+  assert results["steps"] == 6 and results["dataset"] == "fashion_mnist_local"
+  for key in RESULT_KEYS[5:]:
+    assert 0.1 < results[key] <= 1.0, (key, results[key])  # 10 classes: chance 0.1
+  lines = [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]
+  assert [l["step"] for l in lines] == [2, 4, 6]
+  assert all(np.isfinite(l["loss"]) for l in lines)
+  assert sorted(os.listdir(workdir / "checkpoints")) == ["3", "6"]
+  assert os.listdir(workdir / "tensorboard")
+
+
+def test_checkpoint_restores_the_saved_state_exactly(fmnist_data_dir, tmp_path):
+  config = _smoke_config(fmnist_data_dir)
+  net = train.create_network(config)
+  tx = optax.adamw(1e-3)
+  state = train.create_train_state(net, tx, jax.random.key(3), (28, 28, 1))
+  state = state.replace(step=5)
+  with ocp.CheckpointManager(str(tmp_path / "ckpt")) as mngr:
+    mngr.save(5, args=ocp.args.StandardSave(state))
+    mngr.wait_until_finished()
+    blank = train.create_train_state(net, tx, jax.random.key(4), (28, 28, 1))
+    restored = mngr.restore(mngr.latest_step(), args=ocp.args.StandardRestore(blank))
+  assert int(restored.step) == 5
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _final_params(workdir):
+  with ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints"))) as m:
+    return m.restore(m.latest_step(), args=ocp.args.StandardRestore())["params"]
+
+
+def test_resume_equals_uninterrupted_run_and_same_seed_same_numbers(
+    fmnist_data_dir, tmp_path):
+  config = _smoke_config(fmnist_data_dir)
+  first = train.train_and_evaluate(config, str(tmp_path / "a"))
+  second = train.train_and_evaluate(config, str(tmp_path / "b"))
+  # Interrupted run: drop the final checkpoint so the rerun resumes at step 3.
+  shutil.copytree(tmp_path / "a", tmp_path / "c")
+  shutil.rmtree(tmp_path / "c" / "checkpoints" / "6")
+  resumed = train.train_and_evaluate(config, str(tmp_path / "c"))
+  assert first["resumed_from_step"] == 0 and resumed["resumed_from_step"] == 3
+  for other in (second, resumed):
+    for key in ("probe_test_accuracy", "knn_test_accuracy", "steps"):
+      assert other[key] == first[key], key
+  pa, pc = (_final_params(tmp_path / d) for d in ("a", "c"))
+  for x, y in zip(jax.tree.leaves(pa), jax.tree.leaves(pc)):
+    np.testing.assert_array_equal(x, y)
+  # metrics.jsonl of the resumed run has each step once.
+  steps = [json.loads(l)["step"] for l in open(tmp_path / "c" / "metrics.jsonl")]
+  assert steps == [2, 4, 6]
+  # A finished run rerun with its workdir resumes at the end: no extra steps.
+  again = train.train_and_evaluate(config, str(tmp_path / "a"))
+  assert again["resumed_from_step"] == 6 and again["probe_test_accuracy"] == first["probe_test_accuracy"]
+
+
+def test_unknown_config_key_is_an_error(tmp_path):
+  cmd = [sys.executable, "-m", "ssljax.main", "--config",
+         os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
+         "--config.optim.learnig_rate=0.1", f"--workdir={tmp_path}"]
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode != 0
+  assert "learnig_rate" in proc.stderr
+  assert not os.listdir(tmp_path)  # nothing written
+
+
+def test_unavailable_dataset_fails_fast_with_instructions(tmp_path):
+  config = _smoke_config(str(tmp_path / "empty"), **{"dataset.name": "mnist"})
+  with pytest.raises(data.DatasetUnavailableError, match="mnist"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+
+
+def test_bad_config_values_are_rejected(fmnist_data_dir, tmp_path):
+  for key, value, match in [("optim.name", "sgdd", "optimiser"),
+                            ("loss.form", "three_view", "form"),
+                            ("method", "byol", "method"),
+                            ("views.num_views", 3, "num_views")]:
+    config = _smoke_config(fmnist_data_dir, **{key: value})
+    with pytest.raises(ValueError, match=match):
+      train.train_and_evaluate(config, str(tmp_path / key))
+
+
+def test_graph_form_with_three_views_trains(fmnist_data_dir, tmp_path):
+  config = _smoke_config(fmnist_data_dir, **{"views.num_views": 3,
+                                             "loss.form": "graph"})
+  results = train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert results["steps"] == 6 and np.isfinite(results["probe_test_accuracy"])
+
+
+def test_config_variants_and_unknown_variant():
+  assert vicreg_config.get_config().method == "vicreg"
+  assert vicreg_config.get_config("long").epochs > vicreg_config.get_config().epochs
+  with pytest.raises(ValueError, match="variant"):
+    vicreg_config.get_config("huge")
