@@ -73,9 +73,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
 
   c.eval = config_dict.ConfigDict()
   c.eval.batch_size = 1000  # feature-extraction batch
-  c.eval.probe_l2_grid = (1e-5, 1e-4, 1e-3, 1e-2)  # L2 on ½‖W‖², chosen on val
+  c.eval.probe_l2_grid = (1e-6, 1e-5, 1e-4, 1e-3)  # L2 on ½‖W‖², chosen on val
   c.eval.probe_val_fraction = 0.1  # of the train split, for choosing L2
-  c.eval.probe_max_iter = 150  # L-BFGS iterations per fit
+  c.eval.probe_max_iter = 100  # L-BFGS iterations per fit
+  c.eval.probe_search_rows = 20000  # train rows used while choosing L2
   c.eval.knn_k = 20  # neighbours of the weighted k-NN monitor
   c.eval.knn_temperature = 0.07  # τ of the k-NN vote weights
   c.eval.baselines = True  # also probe raw pixels and the random-init encoder

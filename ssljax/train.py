@@ -293,7 +293,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   probe = functools.partial(
       evaluate.linear_probe, l2_grid=tuple(config.eval.probe_l2_grid),
       val_fraction=config.eval.probe_val_fraction,
-      max_iter=config.eval.probe_max_iter, seed=config.seed)
+      max_iter=config.eval.probe_max_iter,
+      max_search_rows=config.eval.probe_search_rows, seed=config.seed)
   features = lambda s, x: extract_features(s, x, config.eval.batch_size, mesh)
   ftrain, ftest = features(state, train_images), features(state, test_images)
   trained = probe(ftrain, train_labels, ftest, test_labels)
