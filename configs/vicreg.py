@@ -42,7 +42,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model = config_dict.ConfigDict()
   c.model.encoder = "cnn"  # key of ssljax.models.ENCODERS
   c.model.encoder_kwargs = config_dict.ConfigDict()  # attributes of the encoder
-  c.model.encoder_kwargs.channels = (32, 64, 128)
+  # Four 3x3 stages at 28, 14, 7, 3 pixels; the wide last stage gives a
+  # 512-d representation (probe accuracy grows with it) at ~0.6 s per
+  # 2x256-image step on 2 CPU cores.
+  c.model.encoder_kwargs.channels = (16, 32, 64, 512)
   c.model.encoder_kwargs.downsample = "avg"
   c.model.projector = (512, 512)  # projector widths; the last is K
   c.model.dtype = "float32"  # "float32" | "bfloat16" computation dtype
@@ -64,7 +67,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.trust_coefficient = 1e-3  # LARS η (unused by adamw)
 
   c.batch_size = 256  # global batch of samples (each with V views)
-  c.epochs = 8  # pretraining epochs over the train split
+  c.epochs = 4  # pretraining epochs over the train split (fits 15 min on 2 CPUs)
   c.num_steps = -1  # > 0 overrides epochs with an exact step count
 
   c.log_every_steps = 20  # metrics.jsonl / TensorBoard / progress bar

@@ -89,6 +89,10 @@ def create_train_state(network, tx, key, image_shape) -> TrainState:
 def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
   """One SGD step on a batch of views.
 
+  Each view goes through the network on its own, as in the official VICReg
+  code: BatchNorm normalises per view, and the batch axis stays sharded (a
+  view-major reshape of the sharded images would make XLA gather them).
+
   Args:
     state: TrainState (replicated).
     views: (V, B, H, W, C) float32, sharded along B.
@@ -97,16 +101,16 @@ def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
   Returns:
     (new state, dict of scalar metrics: the loss terms, "grad_norm").
   """
-  num_views, batch = views.shape[:2]
-  x = views.reshape(num_views * batch, *views.shape[2:])  # view-major rows
-
   def loss_fn(params):
-    (_, z), updates = state.apply_fn(
-        {"params": params, "batch_stats": state.batch_stats}, x, train=True,
-        mutable=["batch_stats"])
-    terms = methods.loss_terms(method, z.reshape(num_views, batch, -1),
-                               **loss_kwargs)
-    return terms["loss"], (terms, updates["batch_stats"])
+    batch_stats, z_views = state.batch_stats, []
+    for x in views:  # V is static: unrolled
+      (_, z), updates = state.apply_fn(
+          {"params": params, "batch_stats": batch_stats}, x, train=True,
+          mutable=["batch_stats"])
+      batch_stats = updates["batch_stats"]
+      z_views.append(z)
+    terms = methods.loss_terms(method, jnp.stack(z_views), **loss_kwargs)
+    return terms["loss"], (terms, batch_stats)
 
   grads, (terms, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
   state = state.apply_gradients(grads=grads, batch_stats=batch_stats)

@@ -31,7 +31,7 @@ class MLPEncoder(nn.Module):
     """x: (B, H, W, C) float -> (B, features[-1])."""
     x = x.reshape(x.shape[0], -1).astype(self.dtype)
     for width in self.features:
-      x = nn.Dense(width, dtype=self.dtype)(x)
+      x = nn.Dense(width, use_bias=not self.use_bn, dtype=self.dtype)(x)
       if self.use_bn:
         x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
       x = nn.relu(x)

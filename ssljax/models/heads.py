@@ -26,7 +26,9 @@ class Projector(nn.Module):
     """h: (B, D) -> z: (B, features[-1]), float32."""
     x = h.astype(self.dtype)
     for width in self.features[:-1]:
-      x = nn.Dense(width, dtype=self.dtype)(x)
+      # No bias before BatchNorm: it would be removed by the centring, and
+      # Adam turns its round-off gradient into ±lr steps.
+      x = nn.Dense(width, use_bias=False, dtype=self.dtype)(x)
       x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
       x = nn.relu(x)
     # Losses read covariances of Z: keep them in float32 even in bf16 runs.
