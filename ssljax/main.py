@@ -6,12 +6,17 @@ is an error. Library INFO logs (orbax, tfds) are hidden unless ``-v 0`` or
 """
 
 import json
+import os
 
-from absl import app, flags, logging
-from ml_collections import config_flags
-import tensorflow as tf
+# Before TF loads: hide its C++ INFO/WARNING spam (e.g. a harmless cost-model
+# warning for CropAndResize on every pipeline build). Errors still print.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from ssljax import train
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from ssljax import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file (configs/*.py[:variant]).",
