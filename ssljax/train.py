@@ -125,7 +125,7 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh):
   replicated = NamedSharding(mesh, P())
   return jax.jit(
       functools.partial(train_step, method=config.method,
-                        loss_kwargs=_loss_kwargs(config)),
+                        loss_kwargs=config.loss.to_dict()),
       in_shardings=(replicated, NamedSharding(mesh, P(None, "data"))),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
@@ -185,12 +185,6 @@ class _MetricWriter:
     for name, value in metrics.items():
       self.tb.scalar(name, value, step)
     self.tb.flush()
-
-
-def _loss_kwargs(config) -> dict:
-  kwargs = config.loss.to_dict()
-  form = kwargs.pop("form")
-  return {"form": form, **kwargs}
 
 
 def _check_finite(metrics: dict, step: int, last_checkpoint):
