@@ -1,18 +1,10 @@
-"""SSL losses as pure functions of embeddings Z (N, K) and a graph G (N, N).
+"""VICReg: graph form (001) and the official two-view form (Bardes et al. 2022).
 
-Rows are samples. Each loss comes in two forms:
-
-* the graph form `loss(z, g, ...)` of the spectral-embedding notes (paper
-  001), where G says which rows are positives (see `ssljax.graphs`);
-* the two-view form `loss_two_view(z1, z2, ...)`, which reproduces the
-  original paper and its official code exactly.
-
-The two forms are not the same normalisation; each graph-form docstring
-states the exact relation (checked numerically in tests/test_losses.py).
-
-All functions are jit-able and differentiable, run in float32 and float64 and
-return the dtype of the embeddings. Shape checks always run; value checks
-(finite, symmetric G) run only on concrete arrays, never on tracers.
+Rows are samples. The graph form `vicreg(z, g)` follows the spectral-embedding
+notes (paper 001), where G says which rows are positives (`ssljax.graphs`);
+the two-view form `vicreg_two_view(z1, z2)` reproduces the official code.
+The two are not the same normalisation; `vicreg_terms` states the exact
+relation (checked numerically in tests/test_losses.py).
 
 References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
   001 Balestriero & LeCun 2022, spectral-embedding notes, §2 (2) VICReg.
@@ -26,39 +18,14 @@ import jax
 import jax.numpy as jnp
 
 from ssljax import graphs
+from ssljax.losses._checks import _as_float, _check_embeddings, _check_eps
 
 __all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
 
 
 # ---------------------------------------------------------------------------
-# Boundary checks and shared pieces.
+# Shared pieces.
 # ---------------------------------------------------------------------------
-
-
-def _as_float(x) -> jax.Array:
-  """jnp array; integer/bool inputs are promoted to the default float."""
-  x = jnp.asarray(x)
-  if not jnp.issubdtype(x.dtype, jnp.floating):
-    x = x.astype(jnp.result_type(float))
-  return x
-
-
-def _check_embeddings(z, name: str) -> None:
-  """z must be rank 2 with N >= 2 rows (ddof=1 covariance) and finite."""
-  if z.ndim != 2:
-    raise ValueError(f"{name} must be a rank-2 (N, K) array, got shape {z.shape}")
-  if z.shape[0] < 2:
-    raise ValueError(
-        f"{name} must have N >= 2 rows for the ddof=1 covariance, got shape"
-        f" {z.shape}")
-  if z.shape[1] < 1:
-    raise ValueError(f"{name} must have K >= 1 columns, got shape {z.shape}")
-  graphs._check_finite(z, name)  # pylint: disable=protected-access
-
-
-def _check_eps(eps) -> None:
-  if graphs._is_concrete(eps) and not float(eps) >= 0:  # pylint: disable=protected-access
-    raise ValueError(f"eps must be >= 0, got {eps!r}")
 
 
 def _covariance(z_NxK: jax.Array) -> tuple[jax.Array, jax.Array]:

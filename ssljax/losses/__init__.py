@@ -1,0 +1,21 @@
+"""SSL losses as pure functions of embeddings Z (N, K) and a graph G (N, N).
+
+Rows are samples. Each loss comes in two forms:
+
+* the graph form `loss(z, g, ...)` of the spectral-embedding notes (paper
+  001), where G says which rows are positives (see `ssljax.graphs`);
+* the two-view form `loss_two_view(z1, z2, ...)`, which reproduces the
+  original paper and its official code exactly.
+
+All functions are jit-able and differentiable, run in float32 and float64 and
+return the dtype of the embeddings. Shape checks always run; value checks
+(finite, symmetric G) run only on concrete arrays, never on tracers.
+One module per method; this package re-exports the public names.
+"""
+
+from ssljax.losses.vicreg import vicreg
+from ssljax.losses.vicreg import vicreg_terms
+from ssljax.losses.vicreg import vicreg_two_view
+from ssljax.losses.vicreg import vicreg_two_view_terms
+
+__all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
