@@ -312,3 +312,26 @@ def test_steps_per_epoch():
   assert data.steps_per_epoch(8, 8) == 1
   with pytest.raises(ValueError):
     data.steps_per_epoch(7, 8)
+
+
+def test_view_batches_labels_follow_their_images(images):
+  labels = (np.arange(NUM_IMAGES) * 7) % 5 - 1  # includes -1 (unknown)
+  kwargs = {"batch_size": BATCH, "seed": 7, "num_steps": 6,
+            "augment_kwargs": NO_AUG}
+  pairs = list(data.view_batches(images, labels=labels, **kwargs))
+  views = np.stack([v for v, _ in pairs])
+  np.testing.assert_array_equal(views, _batches(images, **kwargs))
+  batch_labels = np.stack([l for _, l in pairs])
+  assert batch_labels.dtype == np.int32
+  np.testing.assert_array_equal(batch_labels, labels[_indices(views)])
+  # Per-process slices carry the labels of their own rows.
+  part = list(data.view_batches(images, labels=labels, process_index=1,
+                                process_count=2, **kwargs))[0]
+  np.testing.assert_array_equal(part[1], batch_labels[0, BATCH // 2:])
+
+
+def test_view_batches_rejects_bad_labels(images):
+  with pytest.raises(ValueError, match="labels"):
+    _batches(images, labels=np.zeros(NUM_IMAGES - 1, int))
+  with pytest.raises(ValueError, match="labels"):
+    _batches(images, labels=np.zeros(NUM_IMAGES, np.float32))

@@ -246,8 +246,8 @@ def steps_per_epoch(num_examples: int, batch_size: int) -> int:
 def view_batches(images: np.ndarray, *, batch_size: int, num_views: int = 2,
                  seed: int, start_step: int = 0, num_steps: int,
                  augment_kwargs: dict | None = None, process_index: int = 0,
-                 process_count: int = 1,
-                 prefetch: int = 2) -> Iterator[np.ndarray]:
+                 process_count: int = 1, prefetch: int = 2,
+                 labels: np.ndarray | None = None) -> Iterator:
   """Yields augmented views of the batches for steps [start_step, start_step + num_steps).
 
   The global batch at step s is a pure function of (seed, s): epoch
@@ -272,15 +272,26 @@ def view_batches(images: np.ndarray, *, batch_size: int, num_views: int = 2,
     process_index: this process p, 0 <= p < process_count.
     process_count: number of processes P.
     prefetch: batches prepared ahead by tf.data.
+    labels: optional integer (N,) labels (−1 = unknown), for losses whose graph
+      G comes from labels (supervised / mixed graphs). When given, each item
+      is a pair (views, labels of the same rows (B / P,) int32).
 
   Returns:
-    An iterator of float32 numpy arrays (V, B / P, H, W, C) in [0, 1].
+    An iterator of float32 numpy arrays (V, B / P, H, W, C) in [0, 1], or of
+    (views, labels) pairs when ``labels`` is given.
 
   Raises:
     ValueError: naming the argument on invalid arguments.
   """
   _check_view_args(images, batch_size, num_views, start_step, num_steps,
                    process_index, process_count)
+  if labels is not None:
+    labels = np.asarray(labels)
+    if labels.shape != images.shape[:1] or not np.issubdtype(labels.dtype,
+                                                              np.integer):
+      raise ValueError(f"labels must be integers of shape ({images.shape[0]},),"
+                       f" got {labels.dtype} {labels.shape}")
+    label_table = tf.constant(labels.astype(np.int32))
   num_examples = images.shape[0]
   per_epoch = steps_per_epoch(num_examples, batch_size)
   local = batch_size // process_count
@@ -294,12 +305,14 @@ def view_batches(images: np.ndarray, *, batch_size: int, num_views: int = 2,
         tf.range(num_examples, dtype=tf.int64),
         seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
     start = position * batch_size + first
-    batch = tf.cast(tf.gather(data, perm[start:start + local]), tf.float32) / 255
+    rows = perm[start:start + local]
+    batch = tf.cast(tf.gather(data, rows), tf.float32) / 255
     base = tf.random.experimental.stateless_fold_in(
         tf.constant([seed, _VIEW_STREAM], tf.int64), step)
     keys = tf.random.experimental.stateless_split(base, num_views)
-    return tf.stack([_augment_rows(batch, keys[v], first, batch_size, **aug)
-                     for v in range(num_views)])
+    views = tf.stack([_augment_rows(batch, keys[v], first, batch_size, **aug)
+                      for v in range(num_views)])
+    return views if labels is None else (views, tf.gather(label_table, rows))
 
   dataset = tf.data.Dataset.range(start_step, start_step + num_steps)
   dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE,
