@@ -3,6 +3,7 @@
 import itertools
 
 import jax
+from jax.experimental import sparse
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -180,3 +181,82 @@ class TestValidateGraph:
     assert float(f(asym)) == 1.0  # no value check on tracers
     with pytest.raises(ValueError, match="must have shape"):
       f(jnp.zeros((3, 3)))  # static shape check still fires
+
+
+# ---------------------------------------------------------------------------
+# BCOO graphs in degree / validate_graph.
+# ---------------------------------------------------------------------------
+
+
+def _sym_random(rng, n):
+  a = rng.uniform(size=(n, n)) * (rng.uniform(size=(n, n)) < 0.4)
+  return a + a.T
+
+
+class TestBcooDegreeValidate:
+
+  def test_degree_matches_dense(self):
+    rng = np.random.default_rng(1)
+    g = _sym_random(rng, 7)
+    d = graphs.degree(graphs.to_bcoo(g))
+    assert isinstance(d, jax.Array) and d.shape == (7,)
+    np.testing.assert_allclose(np.asarray(d), g.sum(1), rtol=1e-6)
+
+  def test_degree_under_jit(self):
+    g = graphs.to_bcoo(graphs.views_graph(3, 3))
+    np.testing.assert_array_equal(jax.jit(graphs.degree)(g), np.full(9, 2.0))
+
+  def test_degree_sums_duplicates_and_ignores_padding(self):
+    # Entries (0, 1) stored twice; index 3 == N is BCOO padding.
+    g = sparse.BCOO((jnp.array([1.0, 2.0, 3.0, 5.0]),
+                     jnp.array([[0, 1], [0, 1], [1, 0], [3, 3]])), shape=(3, 3))
+    np.testing.assert_array_equal(np.asarray(graphs.degree(g)), [3.0, 3.0, 0.0])
+    graphs.validate_graph(g, n=3)  # 1 + 2 == 3: symmetric after summing
+
+  def test_valid_bcoo_passes(self):
+    graphs.validate_graph(graphs.to_bcoo(graphs.views_graph(4, 3)), n=12)
+    graphs.validate_graph(graphs.to_bcoo(jnp.zeros((3, 3))), n=3)
+
+  def test_bcoo_wrong_size(self):
+    with pytest.raises(ValueError, match=r"must have shape \(5, 5\).*\(4, 4\)"):
+      graphs.validate_graph(graphs.to_bcoo(jnp.eye(4)), n=5)
+
+  def test_bcoo_asymmetric(self):
+    g = np.asarray(graphs.views_graph(3, 2)).copy()
+    g[0, 1] = 0.5
+    with pytest.raises(ValueError, match=r"g must be symmetric.*0\.5"):
+      graphs.validate_graph(graphs.to_bcoo(g))
+
+  def test_bcoo_asymmetric_duplicates(self):
+    g = sparse.BCOO((jnp.array([1.0, 2.0, 1.0]),
+                     jnp.array([[0, 1], [0, 1], [1, 0]])), shape=(2, 2))
+    with pytest.raises(ValueError, match=r"symmetric.*= 2 >"):
+      graphs.validate_graph(g)
+
+  def test_bcoo_non_finite(self):
+    g = sparse.BCOO((jnp.array([jnp.nan]), jnp.array([[1, 1]])), shape=(3, 3))
+    with pytest.raises(ValueError, match="g must be finite.*BCOO.*(3, 3)"):
+      graphs.validate_graph(g)
+
+  def test_bcoo_batched_rejected(self):
+    g = sparse.BCOO.fromdense(jnp.eye(3), n_batch=1)
+    with pytest.raises(ValueError, match="2 sparse dimensions.*n_batch = 1"):
+      graphs.validate_graph(g)
+    with pytest.raises(ValueError, match="2 sparse dimensions"):
+      graphs.degree(g)
+
+  def test_bcoo_non_square(self):
+    with pytest.raises(ValueError, match=r"square.*\(2, 3\)"):
+      graphs.validate_graph(sparse.BCOO.fromdense(jnp.ones((2, 3))))
+
+  def test_bcoo_under_jit_shape_checked_values_skipped(self):
+    asym = graphs.to_bcoo(jnp.array([[0.0, 1.0], [0.0, 0.0]]))
+
+    @jax.jit
+    def f(g):
+      graphs.validate_graph(g, n=2)
+      return graphs.degree(g).sum()
+
+    assert float(f(asym)) == 1.0
+    with pytest.raises(ValueError, match="must have shape"):
+      f(graphs.to_bcoo(jnp.eye(3)))
