@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import operator
+
 import jax
 import jax.numpy as jnp
 
@@ -32,3 +35,51 @@ def _check_embeddings(z, name: str) -> None:
 def _check_eps(eps) -> None:
   if graphs._is_concrete(eps) and not float(eps) >= 0:  # pylint: disable=protected-access
     raise ValueError(f"eps must be >= 0, got {eps!r}")
+
+
+def _check_matrix(z, name: str, *, min_rows: int = 1, why: str = "") -> None:
+  """z must be rank 2 with N >= min_rows rows, K >= 1 columns, and finite.
+
+  `why` completes the message for too few rows (e.g. "for a softmax over the
+  other rows").
+  """
+  if z.ndim != 2:
+    raise ValueError(f"{name} must be a rank-2 (N, K) array, got shape {z.shape}")
+  if z.shape[0] < min_rows:
+    reason = f" {why}" if why else ""
+    raise ValueError(
+        f"{name} must have N >= {min_rows} rows{reason}, got shape {z.shape}")
+  if z.shape[1] < 1:
+    raise ValueError(f"{name} must have K >= 1 columns, got shape {z.shape}")
+  graphs._check_finite(z, name)  # pylint: disable=protected-access
+
+
+def _check_same_shape(a, b, name_a: str, name_b: str) -> None:
+  if a.shape != b.shape:
+    raise ValueError(
+        f"{name_a} and {name_b} must have the same (N, K) shape, got {a.shape}"
+        f" and {b.shape}")
+
+
+def _check_positive(value, name: str) -> None:
+  """A concrete hyper-parameter must be finite and > 0 (tracers skipped)."""
+  if graphs._is_concrete(value):  # pylint: disable=protected-access
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+      raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _check_block_size(block_size) -> int | None:
+  """None or an int >= 1 (static: it fixes the shapes of the blocks)."""
+  if block_size is None:
+    return None
+  if isinstance(block_size, bool):
+    raise ValueError(f"block_size must be None or an int >= 1, got {block_size!r}")
+  try:
+    b = operator.index(block_size)
+  except TypeError:
+    raise ValueError(
+        f"block_size must be None or an int >= 1, got {block_size!r}") from None
+  if b < 1:
+    raise ValueError(f"block_size must be None or an int >= 1, got {b}")
+  return b
