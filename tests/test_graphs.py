@@ -239,7 +239,10 @@ class TestBcooDegreeValidate:
       graphs.validate_graph(g)
 
   def test_bcoo_batched_rejected(self):
-    g = sparse.BCOO.fromdense(jnp.eye(3), n_batch=1)
+    # eye(3) with one batch dimension: data (3, 1), indices (3, 1, 1).
+    g = sparse.BCOO((jnp.ones((3, 1)), jnp.arange(3).reshape(3, 1, 1)),
+                    shape=(3, 3))
+    assert g.n_batch == 1
     with pytest.raises(ValueError, match="2 sparse dimensions.*n_batch = 1"):
       graphs.validate_graph(g)
     with pytest.raises(ValueError, match="2 sparse dimensions"):
@@ -247,7 +250,7 @@ class TestBcooDegreeValidate:
 
   def test_bcoo_non_square(self):
     with pytest.raises(ValueError, match=r"square.*\(2, 3\)"):
-      graphs.validate_graph(sparse.BCOO.fromdense(jnp.ones((2, 3))))
+      graphs.validate_graph(graphs.to_bcoo(np.ones((2, 3))))
 
   def test_bcoo_under_jit_shape_checked_values_skipped(self):
     asym = graphs.to_bcoo(jnp.array([[0.0, 1.0], [0.0, 0.0]]))
@@ -260,3 +263,292 @@ class TestBcooDegreeValidate:
     assert float(f(asym)) == 1.0
     with pytest.raises(ValueError, match="must have shape"):
       f(graphs.to_bcoo(jnp.eye(3)))
+
+
+# ---------------------------------------------------------------------------
+# Supervised, normalised, mixed, signed, k-NN graphs; Laplacian; conversion.
+# ---------------------------------------------------------------------------
+
+LABELS = np.array([0, 2, 0, -1, 1, 2, 0, -1])
+
+
+def _naive_supervised(labels):
+  n = len(labels)
+  return np.array([[float(labels[i] == labels[j] and labels[i] >= 0)
+                    for j in range(n)] for i in range(n)])
+
+
+class TestSupervisedGraph:
+
+  def test_structure_matches_loop_and_one_hot(self):
+    g = np.asarray(graphs.supervised_graph(LABELS, num_classes=3))
+    np.testing.assert_array_equal(g, _naive_supervised(LABELS))
+    y = np.stack([(LABELS == c).astype(float) for c in range(3)], axis=1)
+    np.testing.assert_array_equal(g, y @ y.T)  # G = YYᵀ, zero rows for -1
+    np.testing.assert_array_equal(g, g.T)
+
+  def test_unknown_labels_zero_row_and_column(self):
+    g = np.asarray(graphs.supervised_graph(LABELS))
+    unknown = LABELS < 0
+    assert not g[unknown].any() and not g[:, unknown].any()
+    np.testing.assert_array_equal(np.diag(g), (~unknown).astype(float))
+    np.testing.assert_array_equal(g.sum(1), [3, 2, 3, 0, 1, 2, 3, 0])
+
+  def test_augmentations_kron(self):
+    # Y_sup = Y ⊗ 1_A (sample-major) via np.repeat(labels, A).
+    labels, a = np.array([1, 0, 1]), 2
+    y = np.eye(2)[labels]
+    np.testing.assert_array_equal(
+        np.asarray(graphs.supervised_graph(np.repeat(labels, a))),
+        np.kron(y, np.ones((a, 1))) @ np.kron(y, np.ones((a, 1))).T)
+
+  def test_distinct_labels_give_sample_major_views_graph(self):
+    g = graphs.supervised_graph(np.repeat(np.arange(3), 2))
+    np.testing.assert_array_equal(
+        np.asarray(g),
+        np.asarray(graphs.views_graph(3, 2, order="sample_major",
+                                      self_loops=True)))
+
+  def test_sparse_and_jit_match_dense(self):
+    dense = np.asarray(graphs.supervised_graph(LABELS))
+    sp = graphs.supervised_graph(LABELS, sparse=True)
+    assert graphs.is_bcoo(sp) and sp.nse == 9 + 1 + 4
+    np.testing.assert_array_equal(np.asarray(sp.todense()), dense)
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(graphs.supervised_graph)(jnp.asarray(LABELS))), dense)
+
+  def test_errors(self):
+    with pytest.raises(ValueError, match=r"labels must be a rank-1.*\(2, 2\)"):
+      graphs.supervised_graph(np.zeros((2, 2), int))
+    with pytest.raises(ValueError, match="integer dtype.*float"):
+      graphs.supervised_graph(np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match=r"labels must be >= -1.*-2"):
+      graphs.supervised_graph(np.array([0, -2]))
+    with pytest.raises(ValueError, match="< num_classes = 3.*= 3"):
+      graphs.supervised_graph(np.array([0, 3]), num_classes=3)
+    with pytest.raises(ValueError, match="sparse=True needs concrete labels"):
+      jax.jit(lambda l: graphs.supervised_graph(l, sparse=True).data)(
+          jnp.asarray(LABELS))
+
+
+class TestNormalizedSupervisedGraph:
+
+  def test_entries_and_projector(self):
+    g = np.asarray(graphs.normalized_supervised_graph(LABELS), np.float64)
+    counts = {c: np.sum(LABELS == c) for c in range(3)}
+    want = np.array([[float(LABELS[i] == LABELS[j] and LABELS[i] >= 0)
+                      / counts.get(LABELS[i], 1) for j in range(8)]
+                     for i in range(8)])
+    np.testing.assert_allclose(g, want, rtol=1e-7)
+    y = np.stack([(LABELS == c).astype(float) for c in range(3)], axis=1)
+    np.testing.assert_allclose(g, y @ np.diag(1 / y.sum(0)) @ y.T, rtol=1e-7)
+    np.testing.assert_allclose(g @ g, g, atol=1e-7)  # projector onto span(Y)
+    np.testing.assert_allclose(g.sum(1), (LABELS >= 0).astype(float),
+                               rtol=1e-7)
+
+  def test_sparse_and_jit_match_dense(self):
+    dense = np.asarray(graphs.normalized_supervised_graph(LABELS))
+    np.testing.assert_allclose(np.asarray(graphs.normalized_supervised_graph(
+        LABELS, sparse=True).todense()), dense, rtol=1e-7)
+    np.testing.assert_allclose(np.asarray(jax.jit(
+        graphs.normalized_supervised_graph)(jnp.asarray(LABELS))), dense,
+                               rtol=1e-7)
+
+  def test_all_unknown(self):
+    assert not np.asarray(graphs.normalized_supervised_graph(
+        np.array([-1, -1]))).any()
+    assert graphs.supervised_graph(np.array([-1, -1]), sparse=True).nse == 0
+
+
+class TestMixedGraph:
+
+  def test_convex_combination(self):
+    g_ssl = graphs.views_graph(4, 2, order="sample_major")
+    g_sup = graphs.supervised_graph(np.repeat([0, 1, 0, 1], 2))
+    for alpha in (0.0, 0.3, 1.0):
+      got = np.asarray(graphs.mixed_graph(g_ssl, g_sup, alpha))
+      np.testing.assert_allclose(
+          got, (1 - alpha) * np.asarray(g_ssl) + alpha * np.asarray(g_sup),
+          rtol=1e-7)
+    np.testing.assert_array_equal(
+        np.asarray(graphs.mixed_graph(g_ssl, g_sup, 0.0)), np.asarray(g_ssl))
+
+  def test_bcoo_stays_bcoo_mixed_kinds_dense(self):
+    g_ssl = graphs.views_graph(3, 2, sparse=True)
+    g_sup = graphs.supervised_graph(np.array([0, 1, 0, 0, 1, 0]), sparse=True)
+    want = 0.6 * np.asarray(g_ssl.todense()) + 0.4 * np.asarray(g_sup.todense())
+    sp = graphs.mixed_graph(g_ssl, g_sup, 0.4)
+    assert graphs.is_bcoo(sp) and sp.nse == g_ssl.nse + g_sup.nse
+    np.testing.assert_allclose(np.asarray(sp.todense()), want, rtol=1e-6)
+    graphs.validate_graph(sp, n=6)
+    mixed = graphs.mixed_graph(g_ssl, g_sup.todense(), 0.4)
+    assert not graphs.is_bcoo(mixed)
+    np.testing.assert_allclose(np.asarray(mixed), want, rtol=1e-6)
+
+  def test_errors(self):
+    with pytest.raises(ValueError, match=r"alpha must be in \[0, 1\].*1.5"):
+      graphs.mixed_graph(jnp.eye(2), jnp.eye(2), 1.5)
+    with pytest.raises(ValueError, match=r"same \(N, N\) shape.*\(2, 2\).*\(3, 3\)"):
+      graphs.mixed_graph(jnp.eye(2), jnp.eye(3), 0.5)
+    with pytest.raises(ValueError, match="g_sup must be a square"):
+      graphs.mixed_graph(jnp.eye(2), jnp.ones((2, 3)), 0.5)
+
+
+class TestSignedGraph:
+
+  def test_values(self):
+    g = np.asarray(graphs.signed_graph(4, [[0, 1], [1, 0], [2, 2]],
+                                       [[3, 0]]))
+    want = np.zeros((4, 4))
+    want[0, 1] = want[1, 0] = want[2, 2] = 1.0
+    want[0, 3] = want[3, 0] = -1.0
+    np.testing.assert_array_equal(g, want)  # duplicate pair set, not summed
+    sp = graphs.signed_graph(4, [[0, 1], [1, 0], [2, 2]], [[3, 0]], sparse=True)
+    assert sp.nse == 5
+    np.testing.assert_array_equal(np.asarray(sp.todense()), want)
+
+  def test_empty_lists(self):
+    assert not np.asarray(graphs.signed_graph(3, [], [])).any()
+    np.testing.assert_array_equal(
+        np.asarray(graphs.signed_graph(3, np.zeros((0, 2), int), [[0, 1]])),
+        -np.asarray(graphs.signed_graph(3, [[1, 0]])))
+
+  def test_errors(self):
+    with pytest.raises(ValueError, match="must be disjoint.*both"):
+      graphs.signed_graph(3, [[0, 1]], [[1, 0]])
+    with pytest.raises(ValueError, match=r"negative_pairs must index rows in \[0, 3\)"):
+      graphs.signed_graph(3, [[0, 1]], [[1, 3]])
+    with pytest.raises(ValueError, match=r"positive_pairs must be an integer \(P, 2\)"):
+      graphs.signed_graph(3, [[0, 1, 2]])
+    with pytest.raises(ValueError, match="n must be an int >= 1"):
+      graphs.signed_graph(0, [])
+
+
+def _naive_knn(z, k, exclude_self=True, metric="cosine"):
+  n = len(z)
+  if metric == "cosine":
+    zn = z / np.linalg.norm(z, axis=1, keepdims=True)
+    score = zn @ zn.T
+  else:
+    score = -np.sum((z[:, None] - z[None]) ** 2, axis=-1)
+  a = np.zeros((n, n))
+  for i in range(n):
+    cand = [j for j in range(n) if not (exclude_self and j == i)]
+    cand.sort(key=lambda j: (-score[i, j], j))
+    a[i, cand[:k]] = 1.0
+  return a
+
+
+class TestKnnGraph:
+
+  @pytest.mark.parametrize("metric,sparse_out", [
+      ("cosine", False), ("euclidean", False), ("cosine", True)])
+  def test_symmetrisations_match_naive(self, metric, sparse_out):
+    z = np.random.default_rng(3).normal(size=(9, 3))
+    a = _naive_knn(z, 2, metric=metric)
+    wants = {"union": np.maximum(a, a.T), "mutual": np.minimum(a, a.T),
+             "average": (a + a.T) / 2}
+    for mode, want in wants.items():
+      g = graphs.knn_graph(z, 2, symmetrize=mode, metric=metric,
+                           sparse=sparse_out)
+      assert graphs.is_bcoo(g) == sparse_out
+      g = np.asarray(graphs.to_dense(g))
+      np.testing.assert_array_equal(g, want, err_msg=mode)
+      np.testing.assert_array_equal(g, g.T)
+      assert not np.diag(g).any()
+    g_union = np.asarray(graphs.knn_graph(z, 2))
+    assert (g_union.sum(1) >= 2).all()
+    assert np.asarray(graphs.knn_graph(z, 2, symmetrize="average")).sum() == 18
+
+  def test_include_self(self):
+    z = np.random.default_rng(4).normal(size=(5, 3))
+    np.testing.assert_array_equal(
+        np.asarray(graphs.knn_graph(z, 1, exclude_self=False)), np.eye(5))
+    np.testing.assert_array_equal(
+        np.asarray(graphs.knn_graph(z, 2, exclude_self=False)),
+        np.maximum(np.eye(5), np.asarray(graphs.knn_graph(z, 1))))
+
+  def test_no_gradient_and_jit(self):
+    z = jnp.asarray(np.random.default_rng(5).normal(size=(6, 2)), jnp.float32)
+    grad = jax.grad(lambda z: jnp.sum(graphs.knn_graph(z, 2) @ z))(z)
+    np.testing.assert_allclose(np.asarray(grad),
+                               np.asarray(graphs.knn_graph(z, 2)).sum(0)[:, None]
+                               * np.ones((6, 2)), rtol=1e-6)  # only through @ z
+
+  def test_errors(self):
+    z = jnp.ones((4, 2))
+    with pytest.raises(ValueError, match=r"k must be <= N - 1 = 3.*\(4, 2\).*4"):
+      graphs.knn_graph(z, 4)
+    graphs.knn_graph(z, 4, exclude_self=False)
+    with pytest.raises(ValueError, match="symmetrize must be one of"):
+      graphs.knn_graph(z, 1, symmetrize="max")
+    with pytest.raises(ValueError, match="metric must be one of"):
+      graphs.knn_graph(z, 1, metric="l1")
+    with pytest.raises(ValueError, match="z must be a rank-2"):
+      graphs.knn_graph(jnp.ones(4), 1)
+    with pytest.raises(ValueError, match="z must be finite"):
+      graphs.knn_graph(z.at[0, 0].set(jnp.nan), 1)
+
+
+class TestLaplacianAndConversion:
+
+  def _graphs(self):
+    rng = np.random.default_rng(6)
+    yield _sym_random(rng, 6)
+    yield np.asarray(graphs.signed_graph(6, [[0, 1], [2, 3]], [[0, 5], [1, 1]]))
+    yield np.asarray(graphs.views_graph(3, 2))
+
+  def test_row_sums_zero_and_quadratic_form(self):
+    z = np.random.default_rng(7).normal(size=(6, 2))
+    for g in self._graphs():
+      lap = np.asarray(graphs.laplacian(g), np.float64)
+      np.testing.assert_allclose(lap.sum(1), 0.0, atol=1e-5)
+      np.testing.assert_allclose(lap, np.diag(g.sum(1)) - g, rtol=1e-6,
+                                 atol=1e-6)
+      pair = sum(g[i, j] * np.sum((z[i] - z[j]) ** 2)
+                 for i in range(6) for j in range(6))
+      np.testing.assert_allclose(2 * np.trace(z.T @ lap @ z), pair, rtol=1e-5)
+      sp = graphs.laplacian(graphs.to_bcoo(g))
+      assert graphs.is_bcoo(sp)
+      np.testing.assert_allclose(np.asarray(sp.todense()), lap, rtol=1e-6,
+                                 atol=1e-6)
+
+  def test_normalized(self):
+    g = np.asarray(graphs.views_graph(3, 3)) * 2.0
+    g[:, 0] = g[0, :] = 0.0  # isolated row 0
+    d = g.sum(1)
+    s = np.where(d > 0, 1 / np.sqrt(np.where(d > 0, d, 1)), 0)
+    want = np.eye(9) - s[:, None] * g * s[None, :]
+    for gg in (g, graphs.to_bcoo(g)):
+      got = np.asarray(graphs.to_dense(graphs.laplacian(gg, normalized=True)))
+      np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+  def test_round_trip(self):
+    for g in self._graphs():
+      sp = graphs.to_bcoo(g)
+      assert graphs.is_bcoo(sp) and sp.nse == np.count_nonzero(g)
+      assert graphs.to_bcoo(sp) is sp
+      np.testing.assert_array_equal(np.asarray(graphs.to_dense(sp)),
+                                    np.asarray(g, np.float32))
+      np.testing.assert_array_equal(np.asarray(graphs.to_dense(g)),
+                                    np.asarray(g, np.float32))
+    padded = jax.jit(lambda g: graphs.to_bcoo(g, nse=5))(jnp.eye(3))
+    assert padded.nse == 5
+    np.testing.assert_array_equal(np.asarray(graphs.to_dense(padded)), np.eye(3))
+
+  def test_views_graph_sparse(self):
+    for order in ("view_major", "sample_major"):
+      for self_loops in (False, True):
+        sp = graphs.views_graph(4, 3, order=order, self_loops=self_loops,
+                                sparse=True)
+        assert sp.nse == 12 * (3 if self_loops else 2)
+        np.testing.assert_array_equal(
+            np.asarray(sp.todense()),
+            np.asarray(graphs.views_graph(4, 3, order=order,
+                                          self_loops=self_loops)))
+
+  def test_errors(self):
+    with pytest.raises(ValueError, match="g must be a square"):
+      graphs.laplacian(jnp.ones((2, 3)))
+    with pytest.raises(ValueError, match="g must be a square"):
+      graphs.to_dense(jnp.ones(3))
