@@ -57,6 +57,15 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.loss.cov_weight = 1.0  # ν of VICReg (covariance)
   c.loss.eps = 1e-4  # inside the variance square root
 
+  # The graph G of the "graph" loss form (ssljax.methods.batch_graph). "views":
+  # the V-view SSL graph; "supervised": same-label rows of the batch; "mixed":
+  # (1 − alpha)·views + alpha·supervised. Label graphs need form = "graph".
+  c.graph = config_dict.ConfigDict()
+  c.graph.kind = "views"  # "views" | "supervised" | "mixed"
+  c.graph.alpha = 0.5  # α of the mixed graph
+  c.graph.label_fraction = 1.0  # fraction of train labels known to the graph
+  c.graph.normalize = True  # scale the label graph to mean degree V − 1
+
   c.optim = config_dict.ConfigDict()
   c.optim.name = "adamw"  # "adamw" | "lars"
   c.optim.learning_rate = 2e-3  # peak, per batch of 256 (scaled linearly)

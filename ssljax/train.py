@@ -28,8 +28,8 @@ from ssljax import data, evaluate, methods, models
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
            "create_network", "create_train_state", "train_step",
-           "sharded_train_step", "make_mesh", "extract_features",
-           "train_and_evaluate"]
+           "sharded_train_step", "uses_labels", "known_labels", "make_mesh",
+           "extract_features", "train_and_evaluate"]
 
 
 class TrainState(train_state.TrainState):
@@ -86,7 +86,8 @@ def create_train_state(network, tx, key, image_shape) -> TrainState:
 
 
 # --------------------------------------------------------------- train step --
-def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
+def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
+               graph_kwargs: dict | None = None):
   """One SGD step on a batch of views.
 
   Each view goes through the network on its own, as in the official VICReg
@@ -95,12 +96,17 @@ def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
 
   Args:
     state: TrainState (replicated).
-    views: (V, B, H, W, C) float32, sharded along B.
+    batch: views (V, B, H, W, C) float32 sharded along B, or a pair (views,
+      labels (B,) int32) when the loss graph comes from labels.
     method, loss_kwargs: the loss, as in ``ssljax.methods.loss_terms``.
+    graph_kwargs: ``batch_graph`` options ("kind", "alpha", "normalize");
+      None means the V-view SSL graph.
 
   Returns:
     (new state, dict of scalar metrics: the loss terms, "grad_norm").
   """
+  views, labels = batch if isinstance(batch, (tuple, list)) else (batch, None)
+
   def loss_fn(params):
     batch_stats, z_views = state.batch_stats, []
     for x in views:  # V is static: unrolled
@@ -109,7 +115,8 @@ def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
           mutable=["batch_stats"])
       batch_stats = updates["batch_stats"]
       z_views.append(z)
-    terms = methods.loss_terms(method, jnp.stack(z_views), **loss_kwargs)
+    terms = methods.loss_terms(method, jnp.stack(z_views), labels=labels,
+                               graph=graph_kwargs, **loss_kwargs)
     return terms["loss"], (terms, batch_stats)
 
   grads, (terms, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
@@ -117,16 +124,30 @@ def train_step(state: TrainState, views, *, method: str, loss_kwargs: dict):
   return state, {**terms, "grad_norm": optax.tree.norm(grads)}
 
 
+def uses_labels(config: ml_collections.ConfigDict) -> bool:
+  """Whether the loss graph is built from the batch labels."""
+  return config.graph.kind != "views"
+
+
+def _graph_kwargs(config: ml_collections.ConfigDict) -> dict:
+  return {"kind": config.graph.kind, "alpha": config.graph.alpha,
+          "normalize": config.graph.normalize}
+
+
 def sharded_train_step(config: ml_collections.ConfigDict, mesh):
-  """``train_step`` jitted over ``mesh``: state replicated, views sharded on B.
+  """``train_step`` jitted over ``mesh``: state replicated, batch sharded on B.
 
   The input state is donated (its buffers are reused for the output).
   """
   replicated = NamedSharding(mesh, P())
+  batch_sharding = NamedSharding(mesh, P(None, "data"))
+  if uses_labels(config):
+    batch_sharding = (batch_sharding, NamedSharding(mesh, P("data")))
   return jax.jit(
       functools.partial(train_step, method=config.method,
-                        loss_kwargs=config.loss.to_dict()),
-      in_shardings=(replicated, NamedSharding(mesh, P(None, "data"))),
+                        loss_kwargs=config.loss.to_dict(),
+                        graph_kwargs=_graph_kwargs(config)),
+      in_shardings=(replicated, batch_sharding),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
 
@@ -158,6 +179,19 @@ def extract_features(state, images, batch_size, mesh) -> np.ndarray:
     h = fn(state, jax.device_put(chunk, sharding))
     out.append(np.asarray(jax.device_get(h))[:batch_size - pad])
   return np.concatenate(out).astype(np.float32)
+
+
+def known_labels(labels: np.ndarray, config: ml_collections.ConfigDict) -> np.ndarray:
+  """Train labels with all but a ``config.graph.label_fraction`` of them set to
+  −1 (unknown); which ones are kept is a function of ``config.seed`` only."""
+  fraction = config.graph.label_fraction
+  if not 0.0 <= fraction <= 1.0:
+    raise ValueError(f"graph.label_fraction must be in [0, 1], got {fraction}")
+  rng = np.random.default_rng([config.seed, 1])  # own stream: not the shuffle's
+  hidden = rng.permutation(len(labels))[int(round(fraction * len(labels))):]
+  out = np.asarray(labels, np.int32).copy()
+  out[hidden] = -1
+  return out
 
 
 # -------------------------------------------------------------- bookkeeping --
@@ -209,7 +243,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     FloatingPointError: the loss or a gradient became non-finite.
   """
   start_time = time.time()
-  methods.check_method(config.method, config.loss.form, config.views.num_views)
+  methods.check_method(config.method, config.loss.form, config.views.num_views,
+                       config.graph.kind)
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
@@ -257,6 +292,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   writer = _MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh)
+  step_fn_shardings = views_sharding
+  if uses_labels(config):
+    step_fn_shardings = (views_sharding, NamedSharding(mesh, P("data")))
 
   # Training loop.
   batches = data.view_batches(
@@ -265,14 +303,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       num_steps=total_steps - start_step,
       augment_kwargs={k: v for k, v in config.views.to_dict().items()
                       if k != "num_views"},
-      process_index=jax.process_index(), process_count=jax.process_count())
+      process_index=jax.process_index(), process_count=jax.process_count(),
+      labels=known_labels(train_labels, config) if uses_labels(config) else None)
   train_start, last_saved = time.time(), start_step
   bar = tqdm.tqdm(range(start_step, total_steps), initial=start_step,
                   total=total_steps, desc=config.method, unit="step",
                   disable=jax.process_index() != 0)
   for step in bar:
-    views = jax.make_array_from_process_local_data(views_sharding, next(batches))
-    state, metrics = step_fn(state, views)
+    batch = jax.tree.map(jax.make_array_from_process_local_data,
+                         step_fn_shardings, next(batches))
+    state, metrics = step_fn(state, batch)
     done = step + 1
     if done % config.log_every_steps == 0 or done == total_steps:
       metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
@@ -299,6 +339,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   results = {
       "dataset": config.dataset.name,
       "method": config.method,
+      "loss_form": config.loss.form,
+      "graph": config.graph.kind,
       "epochs": total_steps / steps_per_epoch,
       "steps": total_steps,
       "resumed_from_step": start_step,

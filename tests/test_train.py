@@ -123,7 +123,9 @@ def test_bad_config_values_are_rejected(fmnist_data_dir, tmp_path):
   for key, value, match in [("optim.name", "sgdd", "optimiser"),
                             ("loss.form", "three_view", "form"),
                             ("method", "byol", "method"),
-                            ("views.num_views", 3, "num_views")]:
+                            ("views.num_views", 3, "num_views"),
+                            ("graph.kind", "knn", "graph kind"),
+                            ("graph.kind", "supervised", "form")]:
     config = _smoke_config(fmnist_data_dir, **{key: value})
     with pytest.raises(ValueError, match=match):
       train.train_and_evaluate(config, str(tmp_path / key))
@@ -134,6 +136,27 @@ def test_graph_form_with_three_views_trains(fmnist_data_dir, tmp_path):
                                              "loss.form": "graph"})
   results = train.train_and_evaluate(config, str(tmp_path / "run"))
   assert results["steps"] == 6 and np.isfinite(results["probe_test_accuracy"])
+
+
+@pytest.mark.parametrize("kind", ["supervised", "mixed"])
+def test_label_graphs_train(fmnist_data_dir, tmp_path, kind):
+  config = _smoke_config(fmnist_data_dir, **{
+      "loss.form": "graph", "graph.kind": kind, "graph.label_fraction": 0.5})
+  results = train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert results["graph"] == kind and np.isfinite(results["probe_test_accuracy"])
+
+
+def test_known_labels_hides_a_seeded_fraction():
+  config = vicreg_config.get_config("smoke")
+  labels = np.arange(1000) % 10
+  config.graph.label_fraction = 0.3
+  known = train.known_labels(labels, config)
+  assert np.sum(known >= 0) == 300
+  np.testing.assert_array_equal(known[known >= 0], labels[known >= 0])
+  np.testing.assert_array_equal(known, train.known_labels(labels, config))
+  config.graph.label_fraction = 1.5
+  with pytest.raises(ValueError, match="label_fraction"):
+    train.known_labels(labels, config)
 
 
 def test_config_variants_and_unknown_variant():
