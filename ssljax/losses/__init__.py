@@ -13,12 +13,19 @@ return the dtype of the embeddings. Shape checks always run; value checks
 One module per method; this package re-exports the public names.
 """
 
+from ssljax.losses.barlow_twins import barlow_twins
+from ssljax.losses.barlow_twins import barlow_twins_terms
+from ssljax.losses.barlow_twins import barlow_twins_two_view
+from ssljax.losses.barlow_twins import barlow_twins_two_view_terms
 from ssljax.losses.frossl import frossl
 from ssljax.losses.frossl import frossl_terms
 from ssljax.losses.simclr import simclr
 from ssljax.losses.simclr import simclr_terms
 from ssljax.losses.simclr import simclr_two_view
 from ssljax.losses.simclr import simclr_two_view_terms
+from ssljax.losses.spectral_contrastive import spectral_contrastive
+from ssljax.losses.spectral_contrastive import spectral_contrastive_terms
+from ssljax.losses.spectral_contrastive import spectral_contrastive_two_view
 from ssljax.losses.vicreg import vicreg
 from ssljax.losses.vicreg import vicreg_terms
 from ssljax.losses.vicreg import vicreg_two_view
@@ -31,3 +38,6 @@ __all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
 __all__ += ["simclr", "simclr_terms", "simclr_two_view", "simclr_two_view_terms",
             "frossl", "frossl_terms",
             "wmse_two_view", "wmse_two_view_terms", "wmse_whiten"]
+__all__ += ["barlow_twins", "barlow_twins_terms", "barlow_twins_two_view",
+            "barlow_twins_two_view_terms", "spectral_contrastive",
+            "spectral_contrastive_terms", "spectral_contrastive_two_view"]

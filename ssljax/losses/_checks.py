@@ -6,6 +6,7 @@ import math
 import operator
 
 import jax
+from jax.experimental import sparse as jsparse
 import jax.numpy as jnp
 
 from ssljax import graphs
@@ -83,3 +84,37 @@ def _check_block_size(block_size) -> int | None:
   if b < 1:
     raise ValueError(f"block_size must be None or an int >= 1, got {b}")
   return b
+
+
+# ---------------------------------------------------------------------------
+# Graph helpers: the same code path for a dense G and a BCOO G.
+# ---------------------------------------------------------------------------
+
+
+def _as_graph(g):
+  """A BCOO is passed through; anything else becomes a jnp array."""
+  return g if graphs.is_bcoo(g) else jnp.asarray(g)
+
+
+def _graph_astype(g, dtype):
+  """g (dense or BCOO) with its values cast to `dtype` (indices untouched)."""
+  return g.astype(dtype)
+
+
+def _graph_matmul(g, z):
+  """G @ Z for a dense or BCOO G (O(nnz·K) for a BCOO), in z's dtype."""
+  return _graph_astype(g, z.dtype) @ z
+
+
+def _graph_sq_norm(g, dtype):
+  """‖G‖²_F in `dtype`; BCOO duplicates are summed first (jit-safe)."""
+  g = _graph_astype(g, dtype)
+  if graphs.is_bcoo(g):
+    g = jsparse.bcoo_sum_duplicates(g, nse=g.nse)
+    return jnp.sum(g.data**2)
+  return jnp.sum(g**2)
+
+
+def _graph_degree(g, dtype):
+  """d = G1 as a dense (N,) array of `dtype`."""
+  return graphs.degree(_graph_astype(g, dtype))

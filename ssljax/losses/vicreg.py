@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from ssljax import graphs
 from ssljax.losses._checks import _as_float, _check_embeddings, _check_eps
+from ssljax.losses._checks import _as_graph, _graph_degree, _graph_matmul
 
 __all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
 
@@ -103,8 +104,9 @@ def vicreg_terms(
 
   Args:
     z: (N, K) embeddings, float32 or float64 (ints are promoted), N >= 2.
-    g: (N, N) symmetric graph, any real dtype (cast to z's dtype); e.g.
-      `ssljax.graphs.views_graph(n, v)` with N = n·v.
+    g: (N, N) symmetric graph, dense array or 2-D
+      `jax.experimental.sparse.BCOO` (cost O(nnz·K)), any real dtype (cast
+      to z's dtype); e.g. `ssljax.graphs.views_graph(n, v)` with N = n·v.
     inv_weight: γ of 001, weight of the invariance term (official 25).
     var_weight: α of 001, weight of the variance term (official 25).
     cov_weight: β of 001, weight of the covariance term (official 1).
@@ -137,20 +139,19 @@ def vicreg_terms(
   graphs.validate_graph(g, n, name="g")
   _check_eps(eps)
   weights = (inv_weight, var_weight, cov_weight)
-  return _vicreg_terms_core(z_NxK, jnp.asarray(g), weights, eps)
+  return _vicreg_terms_core(z_NxK, _as_graph(g), weights, eps)
 
 
 @jax.jit
 def _vicreg_terms_core(z_NxK, g_NxN, weights, eps):
   """Graph-form terms on validated inputs (jitted: one compile per shape)."""
   n = z_NxK.shape[0]
-  g_NxN = g_NxN.astype(z_NxK.dtype)
   zc_NxK, cov_KxK = _covariance(z_NxK)
   variance = jnp.sum(_std_hinge(cov_KxK, eps))
   covariance = _offdiag_sq_sum(cov_KxK)
-  d_N = jnp.sum(g_NxN, axis=1)
+  d_N = _graph_degree(g_NxN, z_NxK.dtype)  # dense or BCOO g
   sq_norms_N = jnp.sum(zc_NxK**2, axis=1)
-  tr_zgz = jnp.sum(zc_NxK * (g_NxN @ zc_NxK))
+  tr_zgz = jnp.sum(zc_NxK * _graph_matmul(g_NxN, zc_NxK))
   invariance = (2.0 / n) * (jnp.dot(d_N, sq_norms_N) - tr_zgz)
 
   terms = {"invariance": invariance, "variance": variance,
@@ -180,7 +181,8 @@ def vicreg(
 
   Args:
     z: (N, K) embeddings, float32 or float64, N >= 2.
-    g: (N, N) symmetric graph (e.g. `ssljax.graphs.views_graph`).
+    g: (N, N) symmetric graph, dense or BCOO (e.g.
+      `ssljax.graphs.views_graph`).
     inv_weight: γ of 001, invariance weight.
     var_weight: α of 001, variance weight.
     cov_weight: β of 001, covariance weight.

@@ -1,0 +1,280 @@
+"""Barlow Twins: graph form (001/002) and the official two-view form.
+
+Rows are samples. The graph form `barlow_twins(z, g)` builds the
+cross-correlation C = ẐᵀGẐ of column-normalised embeddings over a graph G
+(`ssljax.graphs`); the two-view form `barlow_twins_two_view(z1, z2)`
+reproduces the official code (facebookresearch/barlowtwins, BarlowTwins.forward).
+
+References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
+  001 Balestriero & LeCun 2022, spectral-embedding notes, §2 BarlowTwins
+  (errata 2-4 in FINDINGS (b)); 002 Cabannes et al. 2023, eq. (4),
+  Theorem 2 / App. B.2.4 (erratum 5). Zbontar et al., "Barlow Twins",
+  ICML 2021, arXiv:2103.03230, eq. (1)-(2) and Algorithm 1.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from ssljax import graphs
+from ssljax.losses._checks import _as_float, _as_graph, _check_embeddings
+from ssljax.losses._checks import _check_eps, _graph_degree, _graph_matmul
+
+__all__ = ["barlow_twins", "barlow_twins_terms", "barlow_twins_two_view",
+           "barlow_twins_two_view_terms"]
+
+_COLUMN_NORMS = ("degree", "unit")
+
+
+def _redundancy_terms(c_KxK, lambda_offdiag):
+  """Σ_k (1 − C_kk)², Σ_{k≠l} C_kl² (masked) and the weighted loss."""
+  k = c_KxK.shape[0]
+  on_diag = jnp.sum((1.0 - jnp.diagonal(c_KxK))**2)
+  off_KxK = jnp.where(jnp.eye(k, dtype=bool), 0.0, c_KxK)
+  off_diag = jnp.sum(off_KxK**2)
+  lam = jnp.asarray(lambda_offdiag, c_KxK.dtype)
+  return {"on_diagonal": on_diag, "off_diagonal": off_diag,
+          "loss": on_diag + lam * off_diag}
+
+
+# ---------------------------------------------------------------------------
+# Graph form.
+# ---------------------------------------------------------------------------
+
+
+def barlow_twins_terms(z, g, *, lambda_offdiag: float = 5e-3,
+                       column_norm: str = "degree",
+                       eps: float = 1e-12) -> dict[str, jax.Array]:
+  """Barlow Twins over a graph: C = ẐᵀGẐ and its redundancy-reduction terms.
+
+      C = ẐᵀGẐ,  Ẑ_:k = Z_:k / s_k   (no centring)
+      loss = Σ_k (1 − C_kk)² + lambda_offdiag · Σ_{k≠l} C_kl²
+
+  with the column scale s_k chosen by `column_norm`:
+
+  * "degree" (default): s_k = sqrt((ZᵀDZ)_kk) = sqrt(Σ_i d_i z_ik²), D =
+    diag(G1). This is what the 001 code computes from the pair lists
+    r, c = nonzero(G): X_left = Z[r] repeats row i d_i times, so its column
+    norms are sqrt(ZᵀDZ)_kk. For a d-regular G it gives C = Z̃ᵀ(G/d)Z̃ with
+    unit-norm columns Z̃ (for V views d = V − 1, FINDINGS (b) 001 erratum
+    4), so C_kk <= 1 for a 0/1 G and the target I is reachable.
+  * "unit": s_k = ‖Z_:k‖, i.e. C = Z̃ᵀGZ̃ literally (FINDINGS (a)
+    "BarlowTwins graph form"). Same as "degree" when G is 1-regular (the
+    2-view graph) or rows of G sum to 1 (`normalized_supervised_graph`).
+
+  Under "unit", the un-normalised G = YYᵀ leaves loss Σ_c (N_c − 1)² at
+  Z = Y, and the class-size normalised G_n = Y diag(1/N_c) Yᵀ
+  (`graphs.normalized_supervised_graph`) gives loss 0 at Z = YΛ (FINDINGS
+  (a) "002 optima", 002 erratum 5). Under "degree" both graphs give 0 at
+  Z = Y. The loss is invariant to a positive rescaling of each column of Z.
+
+  The squared scale is floored, s_k = sqrt(max(s_k², eps)), so a collapsed
+  (all-zero) column gives C = 0 there, not NaN (001 divides by
+  max(‖·‖, ε), FINDINGS (b) 001 erratum 3). "degree" needs non-negative
+  degrees (not for signed graphs; use "unit" there).
+
+  Args:
+    z: (N, K) embeddings, float32 or float64 (ints promoted), N >= 2.
+    g: (N, N) symmetric graph, dense or 2-D BCOO, any real dtype (cast to
+      z's dtype); e.g. `graphs.views_graph(n, v)`.
+    lambda_offdiag: λ, weight of the off-diagonal term (002/001: 5e-3).
+    column_norm: "degree" (default) or "unit", see above.
+    eps: >= 0, floor on the squared column scale s_k².
+
+  Returns:
+    dict of 0-d arrays of z's dtype: "on_diagonal" Σ_k(1 − C_kk)²,
+    "off_diagonal" Σ_{k≠l} C_kl² (unweighted) and "loss".
+
+  Raises:
+    ValueError: if z is not rank 2 with N >= 2, K >= 1; g is not (N, N);
+      column_norm is unknown; eps < 0; or (concrete inputs only) z or g has
+      NaN/inf or g is not symmetric within 1e-6.
+
+  References:
+    001 §2 BarlowTwins code (X_left/X_right pair lists) and errata 2-4;
+    002 eq. (4); FINDINGS (a) "Graphs" (pair lists, degree normalisation),
+    "BarlowTwins graph form", "002 optima" BarlowTwins.
+
+  Example:
+    >>> from ssljax.graphs import views_graph
+    >>> z = jnp.array([[1., 0.], [0., 1.], [1., 0.], [0., 1.]])
+    >>> t = barlow_twins_terms(z, views_graph(2, 2))
+    >>> [round(float(t[k]), 6) for k in ("on_diagonal", "off_diagonal", "loss")]
+    [0.0, 0.0, 0.0]
+  """
+  z_NxK = _as_float(z)
+  _check_embeddings(z_NxK, "z")
+  graphs.validate_graph(g, z_NxK.shape[0], name="g")
+  if column_norm not in _COLUMN_NORMS:
+    raise ValueError(
+        f"column_norm must be one of {_COLUMN_NORMS}, got {column_norm!r}")
+  _check_eps(eps)
+  return _barlow_graph_core(z_NxK, _as_graph(g), lambda_offdiag, eps,
+                            column_norm == "degree")
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _barlow_graph_core(z_NxK, g_NxN, lambda_offdiag, eps, use_degree):
+  dtype = z_NxK.dtype
+  if use_degree:
+    d_N = _graph_degree(g_NxN, dtype)
+    sq_scale_K = d_N @ (z_NxK**2)  # diag(ZᵀDZ)
+  else:
+    sq_scale_K = jnp.sum(z_NxK**2, axis=0)
+  scale_K = jnp.sqrt(jnp.maximum(sq_scale_K, jnp.asarray(eps, dtype)))
+  zn_NxK = z_NxK / scale_K
+  c_KxK = zn_NxK.T @ _graph_matmul(g_NxN, zn_NxK)
+  return _redundancy_terms(c_KxK, lambda_offdiag)
+
+
+def barlow_twins(z, g, *, lambda_offdiag: float = 5e-3,
+                 column_norm: str = "degree", eps: float = 1e-12) -> jax.Array:
+  """Barlow Twins loss over a graph; `barlow_twins_terms(...)["loss"]`.
+
+  loss = Σ_k (1 − C_kk)² + lambda_offdiag·Σ_{k≠l} C_kl², C = ẐᵀGẐ with
+  degree-aware column normalisation Ẑ_:k = Z_:k / sqrt((ZᵀDZ)_kk).
+
+  On concat([z1, z2]) with `views_graph(n, 2)` and λ = 0, this equals
+  `barlow_twins_two_view(z1, z2, eps=0)` when both views are first
+  standardised per column (batch norm without affine); for λ > 0 the
+  graph form penalises the symmetrised ((C + Cᵀ)/2)_kl² instead of C_kl²
+  (see `barlow_twins_two_view_terms`).
+
+  Args:
+    z: (N, K) embeddings, float32 or float64, N >= 2.
+    g: (N, N) symmetric graph, dense or BCOO.
+    lambda_offdiag: λ, off-diagonal weight.
+    column_norm: "degree" (default) or "unit" (see `barlow_twins_terms`).
+    eps: >= 0, floor on the squared column scale.
+
+  Returns:
+    0-d array of z's dtype.
+
+  Raises:
+    ValueError: as `barlow_twins_terms`.
+
+  References:
+    001 §2 BarlowTwins; FINDINGS (a) "BarlowTwins graph form".
+
+  Example:
+    >>> from ssljax.graphs import normalized_supervised_graph
+    >>> y = jnp.array([[2., 0.], [0., 1.], [2., 0.]])  # Z = YΛ
+    >>> g_n = normalized_supervised_graph(jnp.array([0, 1, 0]))
+    >>> round(float(barlow_twins(y, g_n)), 6)
+    0.0
+  """
+  return barlow_twins_terms(z, g, lambda_offdiag=lambda_offdiag,
+                            column_norm=column_norm, eps=eps)["loss"]
+
+
+# ---------------------------------------------------------------------------
+# Two-view form (official code).
+# ---------------------------------------------------------------------------
+
+
+def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
+                                eps: float = 1e-5) -> dict[str, jax.Array]:
+  """Official two-view Barlow Twins (Zbontar et al. 2021): terms and loss.
+
+  Each view is standardised per feature over the batch, as
+  `nn.BatchNorm1d(affine=False)` in training mode (biased variance):
+  ẑ = (z − mean) / sqrt(var + eps). Then
+
+      C = ẑ1ᵀ ẑ2 / N
+      loss = Σ_k (1 − C_kk)² + lambda_offdiag · Σ_{k≠l} C_kl².
+
+  C is not symmetric. With eps = 0 it is the cosine cross-correlation of
+  the column-centred views (FINDINGS (a): standard BT = cosine BT on
+  centred views), and the graph form `barlow_twins` on
+  concat([ẑ1, ẑ2]) with `views_graph(n, 2)` gives C_graph = (C + Cᵀ)/2:
+  the same on-diagonal term, off-diagonal Σ_{k≠l} ((C_kl + C_lk)/2)²
+  (equal iff C is symmetric; never larger).
+
+  Args:
+    z1: (N, K) embeddings of view 1 (after the projector), N >= 2.
+    z2: (N, K) embeddings of view 2, row i paired with row i of z1.
+    lambda_offdiag: λ (`--lambd`, official 0.0051).
+    eps: >= 0, BatchNorm1d eps (official 1e-5).
+
+  Returns:
+    dict of 0-d arrays of the inputs' (promoted) dtype: "on_diagonal",
+    "off_diagonal" (unweighted) and "loss".
+
+  Raises:
+    ValueError: if z1 or z2 is not rank 2, the shapes differ, N < 2,
+      eps < 0, or (concrete inputs only) an input has NaN/inf.
+
+  References:
+    Zbontar et al. 2021, arXiv:2103.03230, eqs. (1)-(2), Algorithm 1;
+    code github.com/facebookresearch/barlowtwins main.py BarlowTwins.forward
+    (single device: the all_reduce of C is the identity).
+
+  Example:
+    >>> z1 = jnp.array([[1., 0.], [0., 1.], [-1., 0.], [0., -1.]])
+    >>> t = barlow_twins_two_view_terms(z1, z1, eps=0.0)
+    >>> [round(float(t[k]), 4) for k in ("on_diagonal", "off_diagonal")]
+    [0.0, 0.0]
+  """
+  z1_NxK = _as_float(z1)
+  z2_NxK = _as_float(z2)
+  if z1_NxK.ndim != 2:
+    raise ValueError(f"z1 must be a rank-2 (N, K) array, got shape {z1_NxK.shape}")
+  if z1_NxK.shape != z2_NxK.shape:
+    raise ValueError(
+        f"z1 and z2 must have the same (N, K) shape, got {z1_NxK.shape} and"
+        f" {z2_NxK.shape}")
+  _check_embeddings(z1_NxK, "z1")
+  _check_embeddings(z2_NxK, "z2")
+  _check_eps(eps)
+  return _barlow_two_view_core(z1_NxK, z2_NxK, lambda_offdiag, eps)
+
+
+def _batch_norm(z_NxK, eps):
+  """BatchNorm1d(affine=False), training mode: biased batch variance."""
+  zc_NxK = z_NxK - jnp.mean(z_NxK, axis=0, keepdims=True)
+  var_K = jnp.mean(zc_NxK**2, axis=0)
+  return zc_NxK / jnp.sqrt(var_K + eps)
+
+
+@jax.jit
+def _barlow_two_view_core(z1_NxK, z2_NxK, lambda_offdiag, eps):
+  dtype = jnp.result_type(z1_NxK, z2_NxK)
+  eps = jnp.asarray(eps, dtype)
+  n = z1_NxK.shape[0]
+  c_KxK = (_batch_norm(z1_NxK.astype(dtype), eps).T
+           @ _batch_norm(z2_NxK.astype(dtype), eps)) / n
+  return _redundancy_terms(c_KxK, lambda_offdiag)
+
+
+def barlow_twins_two_view(z1, z2, *, lambda_offdiag: float = 0.0051,
+                          eps: float = 1e-5) -> jax.Array:
+  """Official two-view Barlow Twins loss; `barlow_twins_two_view_terms` "loss".
+
+  loss = Σ_k (1 − C_kk)² + λ Σ_{k≠l} C_kl², C = bn(z1)ᵀ bn(z2) / N, with
+  bn the per-feature batch standardisation (biased variance, eps 1e-5).
+
+  Args:
+    z1: (N, K) embeddings of view 1, N >= 2.
+    z2: (N, K) embeddings of view 2.
+    lambda_offdiag: λ (official 0.0051).
+    eps: >= 0, BatchNorm1d eps.
+
+  Returns:
+    0-d array of the inputs' dtype.
+
+  Raises:
+    ValueError: as `barlow_twins_two_view_terms`.
+
+  References:
+    Zbontar et al. 2021, arXiv:2103.03230, eq. (1); facebookresearch/barlowtwins.
+
+  Example:
+    >>> z1 = jnp.array([[1., 0.], [0., 1.], [-1., 0.], [0., -1.]])
+    >>> round(float(barlow_twins_two_view(z1, -z1, eps=0.0)), 4)
+    8.0
+  """
+  return barlow_twins_two_view_terms(z1, z2, lambda_offdiag=lambda_offdiag,
+                                     eps=eps)["loss"]
