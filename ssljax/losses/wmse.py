@@ -120,6 +120,13 @@ def wmse_two_view_terms(
 
   (official `norm_mse_loss`). No stop-gradient anywhere.
 
+  Invariances: the loss is unchanged by z_v → z_v A + b_v (same A for both
+  views) for any invertible upper-triangular A, since the Cholesky factor
+  absorbs it (L_A = AᵀL up to column signs shared by the views). It is not
+  invariant under a general invertible A, not even a rotation: then
+  w(z_v A) = w(z_v) Q_v with an orthogonal Q_v that depends on the view's
+  own covariance, so Q_1 ≠ Q_2 and the cosines change.
+
   `whitening_size` = M splits the batch into N/M contiguous sub-batches of
   M rows, each whitened on its own (paper §3.2, "batch slicing"; official
   `w_size`): rows [jM, (j+1)M) of z1 and of z2 form sub-batch j. The loss
