@@ -53,6 +53,15 @@ class Method:
 METHODS = {
     "vicreg": Method(graph=_terms_of("vicreg"),
                      two_view=_terms_of("vicreg_two_view")),
+    "simclr": Method(graph=_terms_of("simclr"),
+                     two_view=_terms_of("simclr_two_view")),
+    "barlow_twins": Method(graph=_terms_of("barlow_twins"),
+                           two_view=_terms_of("barlow_twins_two_view")),
+    "spectral_contrastive": Method(
+        graph=_terms_of("spectral_contrastive"),
+        two_view=_terms_of("spectral_contrastive_two_view")),
+    "frossl": Method(multi_view=_terms_of("frossl")),
+    "wmse": Method(two_view=_terms_of("wmse_two_view")),
 }
 FORMS = ("two_view", "multi_view", "graph")
 GRAPH_KINDS = ("views", "supervised", "mixed")

@@ -164,3 +164,21 @@ def test_config_variants_and_unknown_variant():
   assert vicreg_config.get_config("long").epochs > vicreg_config.get_config().epochs
   with pytest.raises(ValueError, match="variant"):
     vicreg_config.get_config("huge")
+
+
+CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive", "frossl",
+           "wmse", "vicreg_supervised_graph", "vicreg_mixed_graph")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_config_runs_its_smoke_variant(fmnist_data_dir, tmp_path, name):
+  module = __import__(f"configs.{name}", fromlist=["get_config"])
+  config = module.get_config("smoke")
+  config.dataset.data_dir = fmnist_data_dir
+  config.eval.baselines = False
+  config.num_steps = 3
+  results = train.train_and_evaluate(config, str(tmp_path / name))
+  assert results["method"] == config.method and results["steps"] == 3
+  assert 0.0 <= results["probe_test_accuracy"] <= 1.0
+  lines = [json.loads(l) for l in open(tmp_path / name / "metrics.jsonl")]
+  assert all(np.isfinite(l["loss"]) for l in lines)

@@ -1,0 +1,25 @@
+"""Barlow Twins (Zbontar et al. 2021) on Fashion-MNIST; same pipeline as vicreg.py.
+
+    python -m ssljax.main --config configs/barlow_twins.py --workdir runs/barlow_twins
+
+Variants as in configs/vicreg.py (``:smoke``, ``:long``). ``loss.form =
+"graph"`` uses the graph form of ``ssljax.losses.barlow_twins`` (FINDINGS).
+"""
+
+from ml_collections import config_dict
+
+from configs import vicreg
+
+VARIANTS = vicreg.VARIANTS
+
+
+def get_config(arg: str | None = None) -> config_dict.ConfigDict:
+  """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
+  c = vicreg.get_config(arg)
+  c.method = "barlow_twins"
+  c.loss = config_dict.ConfigDict()
+  c.loss.form = "two_view"  # "two_view" (official) | "graph"
+  # λ of the off-diagonal term: 0.0051 in the official code (Zbontar et al.
+  # 2021, github.com/facebookresearch/barlowtwins).
+  c.loss.lambda_offdiag = 0.0051
+  return c

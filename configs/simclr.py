@@ -1,0 +1,27 @@
+"""SimCLR (Chen et al. 2020, NT-Xent) on Fashion-MNIST; same pipeline as vicreg.py.
+
+    python -m ssljax.main --config configs/simclr.py --workdir runs/simclr
+
+Variants as in configs/vicreg.py (``:smoke``, ``:long``). ``loss.form =
+"graph"`` trains InfoNCE on the batch graph (``ssljax.losses.simclr``), which
+equals NT-Xent on the two-view graph.
+"""
+
+from ml_collections import config_dict
+
+from configs import vicreg
+
+VARIANTS = vicreg.VARIANTS
+
+
+def get_config(arg: str | None = None) -> config_dict.ConfigDict:
+  """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
+  c = vicreg.get_config(arg)
+  c.method = "simclr"
+  c.loss = config_dict.ConfigDict()
+  c.loss.form = "two_view"  # "two_view" (NT-Xent) | "graph" (InfoNCE on G)
+  # τ = 0.5: the CIFAR-10 setting of Chen et al. 2020 (their App. B.9).
+  c.loss.temperature = 0.5
+  # Rows per block of the streaming softmax; None = the dense N x N matrix.
+  c.loss.block_size = config_dict.placeholder(int)
+  return c

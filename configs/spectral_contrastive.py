@@ -1,0 +1,24 @@
+"""Spectral contrastive loss (HaoChen et al. 2021; VIC², paper 002 Thm 1) on
+Fashion-MNIST; same pipeline as vicreg.py.
+
+    python -m ssljax.main --config configs/spectral_contrastive.py --workdir runs/spectral
+
+Variants as in configs/vicreg.py (``:smoke``, ``:long``). ``loss.form =
+"graph"`` minimises ‖ZZᵀ − G‖² on the batch graph; "two_view" is HaoChen et
+al.'s estimator as corrected in FINDINGS. The loss has no hyper-parameters.
+"""
+
+from ml_collections import config_dict
+
+from configs import vicreg
+
+VARIANTS = vicreg.VARIANTS
+
+
+def get_config(arg: str | None = None) -> config_dict.ConfigDict:
+  """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
+  c = vicreg.get_config(arg)
+  c.method = "spectral_contrastive"
+  c.loss = config_dict.ConfigDict()
+  c.loss.form = "two_view"  # "two_view" (HaoChen et al.) | "graph" (‖ZZᵀ − G‖²)
+  return c
