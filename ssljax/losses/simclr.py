@@ -214,13 +214,17 @@ def _simclr_dense_core(z_NxK, g_NxN, temperature, *, block_size):
   """Graph form with a dense g on validated inputs."""
   dtype = z_NxK.dtype
   inv_tau = 1.0 / jnp.asarray(temperature, dtype)
-  n = z_NxK.shape[0]
-  g_NxN = jnp.where(jnp.eye(n, dtype=bool), 0, g_NxN.astype(dtype))
+  g_NxN = g_NxN.astype(dtype)
   u_NxK = _unit_rows(z_NxK)
   lse_N = _row_logsumexp(u_NxK, inv_tau, block_size)
-  d_N = jnp.sum(g_NxN, axis=1)
-  # Σ_ij G_ij u_iᵀu_j = Tr(uᵀGu): one (N, N)·(N, K) product, no N×N logits.
-  pos_sum = jnp.sum(u_NxK * (g_NxN @ u_NxK)) * inv_tau
+  # The diagonal is subtracted, not masked, so that no (N, N) array other
+  # than g itself is built: d_i = Σ_{j≠i} G_ij and
+  # Σ_{i≠j} G_ij u_iᵀu_j = Tr(uᵀGu) − Σ_i G_ii‖u_i‖² (one (N, N)·(N, K) product).
+  g_diag_N = jnp.diagonal(g_NxN)
+  d_N = jnp.sum(g_NxN, axis=1) - g_diag_N
+  sq_norms_N = jnp.sum(u_NxK**2, axis=1)
+  pos_sum = (jnp.sum(u_NxK * (g_NxN @ u_NxK))
+             - jnp.dot(g_diag_N, sq_norms_N)) * inv_tau
   return _finish(pos_sum, jnp.dot(d_N, lse_N), jnp.sum(d_N))
 
 
