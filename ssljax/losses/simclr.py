@@ -304,9 +304,11 @@ def simclr_two_view_terms(
       positive  = −(1/N) Σ_i cos(z1_i, z2_i)/τ
       logsumexp = (1/2N) Σ_i log Σ_{k≠i} exp(s_ik/τ).
 
-  This is the official `add_contrastive_loss` (both directions, averaged;
-  there the self logit is masked by subtracting 1e9, here by −inf). It
-  equals `simclr_terms(concat([z1, z2]), views_graph(N, 2))`.
+  This is L of the paper (eq. (1), Algorithm 1: mean over the 2N anchors).
+  The official `add_contrastive_loss` returns the batch mean of the two
+  directions' cross-entropies added, i.e. 2× this value (same gradient
+  direction; it masks the self logit by subtracting 1e9, here by −inf).
+  It equals `simclr_terms(concat([z1, z2]), views_graph(N, 2))`.
 
   Args:
     z1: (N, K) embeddings of view 1, float32 or float64, N >= 1.
