@@ -431,14 +431,22 @@ def _euler_path(a_dxd, w0_zxd, lr, steps):
   return jnp.concatenate([w0_zxd[None], path], axis=0)
 
 
+# Both retractions go through the small (d, d) Gram matrix of a tall m with
+# full column rank: m is one step away from orthonormal, so the Gram is well
+# conditioned, and an eigh/Cholesky of it is much cheaper on CPU than an
+# SVD/QR of m itself (the cost per step stays O(h d²) matmuls).
+
+
 def _polar(m):
-  u, _, vt = jnp.linalg.svd(m, full_matrices=False)
-  return u @ vt
+  """Polar factor U Vᵀ of a tall m: m (mᵀm)^{-1/2}."""
+  mu, v = jnp.linalg.eigh(m.T @ m)
+  return m @ ((v / jnp.sqrt(mu)) @ v.T)
 
 
 def _qr_columns(m):
-  q, r = jnp.linalg.qr(m)
-  return q * jnp.where(jnp.diagonal(r) < 0, -1.0, 1.0).astype(m.dtype)
+  """Q of the thin QR of a tall m with diag R > 0 (Cholesky QR)."""
+  r_t = jnp.linalg.cholesky(m.T @ m)  # m = Q R, R = r_tᵀ
+  return jax.scipy.linalg.solve_triangular(r_t, m.T, lower=True).T
 
 
 @functools.partial(jax.jit, static_argnames=("steps", "retraction", "tangent"))
@@ -450,7 +458,7 @@ def _pgd_path(a_dxd, w1_hxd, w2_zxh, lr, steps, retraction, tangent):
       g1, g2 = _tangent(w1, w2, g1, g2)
     w1, w2 = w1 - lr * g1, w2 - lr * g2
     if retraction == "polar":
-      w1, w2 = _polar(w1), _polar(w2)
+      w1, w2 = _polar(w1), _polar(w2.T).T
     else:
       w1, w2 = _qr_columns(w1), _qr_columns(w2.T).T
     return (w1, w2), w2 @ w1
@@ -468,8 +476,9 @@ def projected_gradient_descent(a, w1, w2, *, lr: float, steps: int,
   G1 ← (I − W1W1ᵀ)G1 and G2 ← G2(I − W2ᵀW2) (`tangent=True`), takes
   W_v ← W_v − lr·G_v and maps back onto the constraint set:
 
-  * "polar": nearest orthonormal matrix, U Vᵀ from the thin SVD;
-  * "qr": Q factor of a thin QR (sign-fixed, diag R > 0).
+  * "polar": nearest orthonormal matrix, U Vᵀ of the thin SVD (computed as
+    M (MᵀM)^{-1/2});
+  * "qr": Q factor of the thin QR with diag R > 0 (computed by Cholesky QR).
 
   Which combination to use (FINDINGS "003", checked in
   tests/test_theory_dynamics.py):
