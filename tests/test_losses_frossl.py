@@ -37,16 +37,18 @@ def _fast_compiles():
   jax.config.update("jax_disable_most_optimizations", previous)
 
 
-@functools.partial(jax.jit, static_argnames=("use_gram",))
-def _core_vg(z, w, use_gram):
-  """Value and gradient of the loss with the C = u uᵀ or uᵀu branch forced."""
-  return jax.value_and_grad(
-      lambda z: frossl_module._frossl_terms_core(z, w, use_gram=use_gram)["loss"])(z)  # pylint: disable=protected-access
+_core = frossl_module._frossl_terms_core  # pylint: disable=protected-access
 
 
 @functools.partial(jax.jit, static_argnames=("use_gram",))
 def _core_loss(z, w, use_gram):
-  return frossl_module._frossl_terms_core(z, w, use_gram=use_gram)["loss"]  # pylint: disable=protected-access
+  """The loss with the C = u uᵀ (use_gram) or uᵀu branch forced."""
+  return _core(z, w, use_gram=use_gram)["loss"]
+
+
+@functools.partial(jax.jit, static_argnames=("use_gram",))
+def _core_vg(z, w, use_gram):
+  return jax.value_and_grad(lambda z: _core(z, w, use_gram=use_gram)["loss"])(z)
 
 
 # ---------------------------------------------------------------------------

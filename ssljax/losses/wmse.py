@@ -40,7 +40,8 @@ def _check_shrinkage(eps) -> None:
 
 def _check_rows_for_rank(m: int, k: int, eps, name: str) -> None:
   """Without shrinkage, the (K, K) covariance of m rows needs m >= K + 1."""
-  if graphs._is_concrete(eps) and float(eps) == 0.0 and m <= k:  # pylint: disable=protected-access
+  concrete = graphs._is_concrete(eps)  # pylint: disable=protected-access
+  if concrete and float(eps) == 0.0 and m <= k:
     raise ValueError(
         f"{name} = {m} rows cannot be whitened in K = {k} dimensions with"
         f" eps = 0: the ddof=1 covariance of m rows has rank <= m − 1, so it"
