@@ -309,14 +309,17 @@ def to_bcoo(g, *, nse: int | None = None) -> jsparse.BCOO:
   Args:
     g: (N, N) dense array (any real dtype) or BCOO.
     nse: number of stored entries; None (default) counts the nonzeros of a
-      concrete g. Under jit nse must be given (it fixes the output shape);
-      extra slots are padding and entries beyond nse are dropped.
+      concrete g. Extra slots are padding (index N, value 0), so graphs of
+      one size can share one nse and hence one compiled loss. Under jit nse
+      must be given (it fixes the output shape) and entries beyond nse are
+      silently dropped (`BCOO.fromdense`).
 
   Returns:
     `BCOO` of shape (N, N), dtype of g, n_batch = n_dense = 0.
 
   Raises:
-    ValueError: if g is not square rank 2.
+    ValueError: if g is not square rank 2, or a concrete g has more than
+      `nse` nonzeros.
 
   Example:
     >>> to_bcoo(views_graph(2)).nse
@@ -326,12 +329,26 @@ def to_bcoo(g, *, nse: int | None = None) -> jsparse.BCOO:
     _check_square(g, "g")
     return g
   _check_square(g, "g")
-  if nse is None and _is_concrete(g):  # host-side: no per-shape compile
-    g_NxN = np.asarray(jax.device_get(g))
-    rows, cols = np.nonzero(g_NxN)
-    return _bcoo_from_numpy(g_NxN[rows, cols], rows, cols, g_NxN.shape[0],
-                            jax.dtypes.canonicalize_dtype(g_NxN.dtype))
-  return jsparse.BCOO.fromdense(jnp.asarray(g), nse=nse)
+  if not _is_concrete(g):
+    return jsparse.BCOO.fromdense(jnp.asarray(g), nse=nse)
+  # Host-side for concrete g: no per-shape compile.
+  g_NxN = np.asarray(jax.device_get(g))
+  n = g_NxN.shape[0]
+  rows, cols = np.nonzero(g_NxN)
+  data = g_NxN[rows, cols]
+  dtype = jax.dtypes.canonicalize_dtype(g_NxN.dtype)
+  if nse is None:
+    return _bcoo_from_numpy(data, rows, cols, n, dtype)
+  nse = operator.index(nse)
+  if nse < rows.size:
+    raise ValueError(
+        f"nse must be >= the {rows.size} nonzeros of g, got nse = {nse}")
+  g = _bcoo_from_numpy(data, rows, cols, n, dtype)
+  pad = nse - rows.size  # padding slots: index N, value 0 (ignored)
+  return jsparse.BCOO(
+      (jnp.concatenate([g.data, jnp.zeros(pad, dtype)]),
+       jnp.concatenate([g.indices, jnp.full((pad, 2), n, g.indices.dtype)])),
+      shape=(n, n), indices_sorted=True)
 
 
 def to_dense(g) -> jax.Array:

@@ -111,7 +111,8 @@ def _graph_sq_norm(g, dtype):
   g = _graph_astype(g, dtype)
   if graphs.is_bcoo(g):
     g = jsparse.bcoo_sum_duplicates(g, nse=g.nse)
-    return jnp.sum(g.data**2)
+    stored = jnp.all(g.indices < jnp.array(g.shape), axis=1)  # not padding
+    return jnp.sum(jnp.where(stored, g.data, 0)**2)
   return jnp.sum(g**2)
 
 
