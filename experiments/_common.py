@@ -1,0 +1,100 @@
+"""Shared helpers for the experiment scripts: CLI, outputs, small data sets.
+
+Every script takes `--out DIR` (created if needed) and `--fast` (a
+seconds-long smoke run), writes PNG figures with matplotlib's Agg backend
+and one JSON file holding the plotted numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import pathlib
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+import numpy as np  # noqa: E402
+
+
+def parse_args(description: str, argv=None) -> argparse.Namespace:
+  """`--out DIR` (required) and `--fast`; creates DIR."""
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--out", required=True, help="output directory")
+  parser.add_argument("--fast", action="store_true",
+                      help="tiny sizes: a smoke run of a few seconds")
+  args = parser.parse_args(argv)
+  args.out = pathlib.Path(args.out)
+  args.out.mkdir(parents=True, exist_ok=True)
+  return args
+
+
+def _jsonable(x):
+  if isinstance(x, dict):
+    return {str(k): _jsonable(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [_jsonable(v) for v in x]
+  if hasattr(x, "tolist"):  # numpy / jax arrays and scalars
+    return _jsonable(np.asarray(x).tolist())
+  if isinstance(x, float) and not np.isfinite(x):
+    return None if np.isnan(x) else (1e308 if x > 0 else -1e308)
+  return x
+
+
+def save_json(out: pathlib.Path, name: str, obj) -> pathlib.Path:
+  """Writes obj (arrays become lists, NaN becomes null) to out/name."""
+  path = pathlib.Path(out) / name
+  path.write_text(json.dumps(_jsonable(obj), indent=1))
+  return path
+
+
+def save_figure(fig, out: pathlib.Path, name: str) -> pathlib.Path:
+  path = pathlib.Path(out) / name
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path
+
+
+def median_time(fn, *args, reps: int = 20) -> float:
+  """Median wall time (s) of fn(*args) after one warm-up (compile) call."""
+  import jax  # local: keeps this module importable without jax
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(time.perf_counter() - t0)
+  return float(np.median(times))
+
+
+def load_fashion_mnist(n: int, *, classes=None, seed: int = 0):
+  """(x, y): n train images as float64 (n, 784) in [0, 1], or None if missing.
+
+  Reads Debian's IDX files found by
+  `ssljax.data.fashion_mnist.find_fashion_mnist_files`; `classes` keeps only
+  those labels; the n images are a seeded random subset.
+  """
+  from ssljax.data.fashion_mnist import find_fashion_mnist_files
+  root = find_fashion_mnist_files()
+  if root is None:
+    return None
+  with gzip.open(root / "train-images-idx3-ubyte.gz", "rb") as f:
+    images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)
+  with gzip.open(root / "train-labels-idx1-ubyte.gz", "rb") as f:
+    labels = np.frombuffer(f.read(), np.uint8, offset=8)
+  keep = np.arange(len(labels)) if classes is None else np.flatnonzero(
+      np.isin(labels, classes))
+  idx = np.random.default_rng(seed).choice(keep, size=n, replace=False)
+  return images[idx].astype(np.float64) / 255.0, labels[idx].astype(np.int64)
+
+
+def subspace_angle_deg(a, b) -> float:
+  """Largest principal angle (degrees) between the row spaces of a and b."""
+  qa = np.linalg.qr(np.asarray(a, np.float64).T)[0]
+  qb = np.linalg.qr(np.asarray(b, np.float64).T)[0]
+  cos = np.clip(np.linalg.svd(qa.T @ qb, compute_uv=False), -1.0, 1.0)
+  return float(np.degrees(np.arccos(cos.min())))
