@@ -552,3 +552,12 @@ class TestLaplacianAndConversion:
       graphs.laplacian(jnp.ones((2, 3)))
     with pytest.raises(ValueError, match="g must be a square"):
       graphs.to_dense(jnp.ones(3))
+
+
+def test_to_bcoo_nse_pads_or_raises():
+  g = graphs.to_bcoo(np.eye(3), nse=5)
+  assert g.nse == 5
+  np.testing.assert_array_equal(np.asarray(g.indices[3:]), 3)  # padding
+  np.testing.assert_array_equal(np.asarray(graphs.degree(g)), np.ones(3))
+  with pytest.raises(ValueError, match="nse must be >= the 3 nonzeros.*2"):
+    graphs.to_bcoo(np.eye(3), nse=2)
