@@ -1,4 +1,4 @@
-"""Tests for ssljax.graphs: the V-view SSL graph, degree and validate_graph."""
+"""Tests for ssljax.graphs: views, supervised, mixed, signed, k-NN graphs; degree, validate_graph, laplacian; dense <-> BCOO."""
 
 import itertools
 
