@@ -1,4 +1,8 @@
-"""Tests for ssljax.graphs: views, supervised, mixed, signed, k-NN graphs; degree, validate_graph, laplacian; dense <-> BCOO."""
+"""Tests for ssljax.graphs.
+
+Views, supervised, mixed, signed and k-NN graphs; degree, validate_graph,
+laplacian; dense <-> BCOO.
+"""
 
 import itertools
 
