@@ -1,0 +1,175 @@
+"""Algorithm 1 of 002: SGD on a network with minibatches from an oracle.
+
+`run_pal` alternates oracle query rounds (answers from a labeler, or none)
+with optax steps on the unbiased degree-corrected minibatch estimate of
+‖ZZᵀ − G‖² − ‖G‖² (`pal_minibatch_loss`, divided by N² so that its scale
+is O(1)), for the oracle's current graph G. The model is any flax module
+called as `model.apply(variables, x, train=...)` returning (B, K)
+embeddings; a "batch_stats" collection (BatchNorm) is updated in training
+mode and used in evaluation mode.
+
+References:
+  002 Algorithm 1, eqs. (9)–(11); FINDINGS (a) "002 / 001 losses".
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ssljax.pal.minibatch import pal_minibatch_loss
+
+__all__ = ["PALNet", "PALResult", "run_pal", "embed"]
+
+
+class PALNet(nn.Module):
+  """Small MLP f_θ: (B, ...) -> (B, K), ReLU hidden layers, linear output.
+
+  Attributes:
+    hidden: widths of the hidden layers.
+    out: embedding dimension K.
+  """
+  hidden: Sequence[int] = (128,)
+  out: int = 8
+
+  @nn.compact
+  def __call__(self, x, train: bool = True):
+    del train
+    h = x.reshape(x.shape[0], -1)
+    for width in self.hidden:
+      h = nn.relu(nn.Dense(width)(h))
+    return nn.Dense(self.out)(h)
+
+
+class PALResult(NamedTuple):
+  """Output of `run_pal`.
+
+  Attributes:
+    variables: trained flax variables ({"params", maybe "batch_stats"}).
+    history: one dict per logged step: "step", "answers" (cumulative pair
+      answers spent), "loss" (the minibatch loss / N²), plus the items of
+      eval_fn's dict at evaluation steps.
+  """
+  variables: dict
+  history: list
+
+
+def _embed_with(apply_eval, variables, x, chunk: int) -> np.ndarray:
+  x = np.asarray(x, np.float32)
+  return np.concatenate([np.asarray(apply_eval(variables, x[i:i + chunk]))
+                         for i in range(0, x.shape[0], chunk)])
+
+
+def embed(model, variables, x, *, chunk: int = 4096) -> np.ndarray:
+  """(N, K) numpy embeddings of x in evaluation mode, in chunks."""
+  fn = jax.jit(lambda v, xb: model.apply(v, xb, train=False))
+  return _embed_with(fn, variables, x, chunk)
+
+
+def _check_args(x, steps, batch_size, query_every, eval_every):
+  if np.ndim(x) < 2:
+    raise ValueError(f"x must be (N, ...) with at least 2 dims, got shape"
+                     f" {np.shape(x)}")
+  for name, v, lo in (("steps", steps, 1), ("batch_size", batch_size, 2),
+                      ("query_every", query_every, 1),
+                      ("eval_every", eval_every, 0)):
+    if int(v) != v or v < lo:
+      raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+
+def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
+            batch_size: int, optimizer: optax.GradientTransformation | None = None,
+            query_every: int = 1, eval_fn: Callable | None = None,
+            eval_every: int = 0, log_every: int = 50) -> PALResult:
+  """Runs Algorithm 1 (PAL) and returns the trained variables and a history.
+
+  At every step t: if t % query_every == 0 the oracle asks one round of
+  questions (`oracle.query`, given `embed_all` for active oracles), then a
+  minibatch (`oracle.minibatch`) gives rows J_t, the known graph block,
+  full-graph degrees and inverse inclusion probabilities, and the optimizer
+  takes a step on `pal_minibatch_loss(...) / N²`.
+
+  Args:
+    x: (N, ...) inputs X (numpy; rows are samples).
+    oracle: an oracle of `ssljax.pal` (query / minibatch interface).
+    model: flax module, `apply(variables, x, train=bool) -> (B, K)`.
+    key: jax PRNG key; seeds the initialisation and the numpy Generator
+      that drives sampling (same key -> same run).
+    steps: number of SGD steps T.
+    batch_size: minibatch rows B (for `SSLOracle`, B // V groups).
+    optimizer: optax transformation (default `optax.adam(1e-3)`).
+    query_every: steps between oracle query rounds.
+    eval_fn: optional f(variables, step) -> dict of metrics.
+    eval_every: evaluate every this many steps (0: only at the end).
+    log_every: steps between history entries.
+
+  Returns:
+    `PALResult(variables, history)`.
+
+  Raises:
+    ValueError: on bad shapes or step counts.
+
+  References:
+    002 Algorithm 1, eq. (11); FINDINGS (a) "002 / 001 losses".
+  """
+  _check_args(x, steps, batch_size, query_every, eval_every)
+  x = np.asarray(x, np.float32)
+  optimizer = optax.adam(1e-3) if optimizer is None else optimizer
+  init_key, seed_key = jax.random.split(key)
+  rng = np.random.default_rng(int(jax.random.randint(seed_key, (), 0,
+                                                     2**31 - 1)))
+  variables = model.init(init_key, jnp.asarray(x[:2]), train=False)
+  params = variables["params"]
+  state = {k: v for k, v in variables.items() if k != "params"}
+  opt_state = optimizer.init(params)
+
+  def loss_fn(params, state, xb, g, degree, n, w):
+    if state:
+      z, new_state = model.apply({"params": params, **state}, xb, train=True,
+                                 mutable=list(state))
+    else:
+      z, new_state = model.apply({"params": params}, xb, train=True), state
+    loss = pal_minibatch_loss(z.astype(jnp.float32), g, degree, n, w) / n**2
+    return loss, new_state
+
+  @jax.jit
+  def train_step(params, state, opt_state, xb, g, degree, n, w):
+    (loss, state), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        params, state, xb, g, degree, n, w)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), state, opt_state, loss
+
+  def current():
+    return {"params": params, **state}
+
+  apply_eval = jax.jit(lambda v, xb: model.apply(v, xb, train=False))
+
+  def embed_all():
+    return _embed_with(apply_eval, current(), x, 4096)
+
+  def embed_rows(idx):
+    return _embed_with(apply_eval, current(), x[idx], 4096)
+
+  history, answers = [], 0
+  for t in range(steps):
+    if t % query_every == 0:
+      answers += int(oracle.query(rng, embed_all))
+    mb = oracle.minibatch(rng, batch_size, embed_rows)
+    params, state, opt_state, loss = train_step(
+        params, state, opt_state, jnp.asarray(x[mb.idx]),
+        jnp.asarray(mb.g, jnp.float32), jnp.asarray(mb.degree, jnp.float32),
+        jnp.float32(mb.n), jnp.asarray(mb.pair_weights, jnp.float32))
+    last = t == steps - 1
+    do_eval = eval_fn is not None and (
+        last or (eval_every and (t + 1) % eval_every == 0))
+    if do_eval or last or (t + 1) % log_every == 0:
+      entry = {"step": t + 1, "answers": answers, "loss": float(loss)}
+      if do_eval:
+        entry.update(eval_fn(current(), t + 1))
+      history.append(entry)
+  return PALResult(current(), history)
