@@ -1,0 +1,88 @@
+"""Every method config on Fashion-MNIST with one training budget and seed.
+
+    python experiments/compare_methods.py --out runs/compare --epochs 2
+
+Runs ``python -m ssljax.main --config configs/<name>.py --config.epochs=E``
+for each config in CONFIGS (sequentially, one workdir each under --out; a run
+whose results.json exists is not repeated, and an interrupted one resumes from
+its checkpoint), then writes ``table.md`` and ``table.json``: the probe and
+k-NN accuracy of every method next to the raw-pixel and random-init
+baselines, which are measured once (they do not depend on the loss).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive",
+           "frossl", "wmse", "vicreg_supervised_graph", "vicreg_mixed_graph")
+BASELINE_RUN = "vicreg"  # the run that also probes the two baselines
+
+
+def run_config(name: str, out: str, epochs: float, variant: str | None,
+               extra: list[str]) -> dict:
+  """Runs main for one config unless its results.json exists; returns it."""
+  workdir = os.path.join(out, name)
+  results_path = os.path.join(workdir, "results.json")
+  if not os.path.exists(results_path):
+    config = os.path.join(REPO, "configs", f"{name}.py")
+    cmd = [sys.executable, "-m", "ssljax.main",
+           f"--config={config}{':' + variant if variant else ''}",
+           f"--workdir={workdir}", f"--config.epochs={epochs}",
+           f"--config.eval.baselines={name == BASELINE_RUN}", *extra]
+    print(" ".join(cmd), flush=True)
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(out, f"{name}.log"), "w") as log:
+      subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                     check=True)
+  with open(results_path) as f:
+    return json.load(f)
+
+
+def table(results: dict) -> str:
+  base = results[BASELINE_RUN]
+  lines = ["| config | method | loss form | graph | probe | k-NN | train s |",
+           "|---|---|---|---|---|---|---|"]
+  for name, r in results.items():
+    lines.append(
+        f"| {name} | {r['method']} | {r.get('loss_form', '')} | "
+        f"{r.get('graph', '')} | {r['probe_test_accuracy']:.4f} | "
+        f"{r['knn_test_accuracy']:.4f} | {r['train_seconds']:.0f} |")
+  lines.append(f"| raw pixels (baseline) | | | | "
+               f"{base['raw_pixel_probe_test_accuracy']:.4f} | | |")
+  lines.append(f"| random-init encoder (baseline) | | | | "
+               f"{base['random_init_probe_test_accuracy']:.4f} | | |")
+  return "\n".join(lines) + "\n"
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--out", required=True, help="output directory")
+  parser.add_argument("--epochs", type=float, default=2.0)
+  parser.add_argument("--configs", nargs="*", default=list(CONFIGS))
+  parser.add_argument("--variant", default=None, help="e.g. smoke")
+  parser.add_argument("--extra", nargs="*", default=[],
+                      help="more --config.x=y overrides for every run")
+  args = parser.parse_args()
+  unknown = sorted(set(args.configs) - set(CONFIGS))
+  if unknown:
+    parser.error(f"unknown configs {unknown}; expected some of {CONFIGS}")
+  if BASELINE_RUN not in args.configs:
+    parser.error(f"--configs must include {BASELINE_RUN!r} (it probes the baselines)")
+  os.makedirs(args.out, exist_ok=True)
+  results = {}
+  for name in args.configs:
+    results[name] = run_config(name, args.out, args.epochs, args.variant, args.extra)
+  with open(os.path.join(args.out, "table.json"), "w") as f:
+    json.dump(results, f, indent=2)
+  text = table(results)
+  with open(os.path.join(args.out, "table.md"), "w") as f:
+    f.write(text)
+  print(text)
+
+
+if __name__ == "__main__":
+  main()
