@@ -9,30 +9,40 @@ Modules: `labeler` (answers and cost), `bookkeeping` (known positives /
 negatives, transitive completion, views, components), `minibatch`
 (unbiased degree-corrected minibatch loss), `oracles` (SSL, supervised,
 NNCLR), `active` (captcha, data pruning, hierarchical), `loop` (`run_pal`),
-`kernel` (closed-form kernel variant).
+`kernel` (closed-form kernel variant), `weights` (inclusion weights).
+
+Names are imported lazily (PEP 562): the NumPy-only parts (labeler,
+bookkeeping, oracles, kernel) load without importing JAX, flax or optax.
 """
 
-from ssljax.pal.active import CaptchaOracle, HierarchicalOracle, PruningOracle
-from ssljax.pal.bookkeeping import PairGraph, connected_components
-from ssljax.pal.kernel import (KernelPAL, gaussian_kernel, laplacian_kernel,
-                               readout_error)
-from ssljax.pal.labeler import Cost, Labeler
-from ssljax.pal.loop import PALNet, PALResult, embed, run_pal
-from ssljax.pal.minibatch import (group_pair_weights, pal_minibatch_loss,
-                                  paper_minibatch_loss, paper_pairwise_terms,
-                                  uniform_pair_weights, vic2_offset_loss,
-                                  vic2_pair_terms)
-from ssljax.pal.oracles import (Minibatch, NNCLROracle, SSLOracle,
-                                SupervisedOracle)
+import importlib
 
-__all__ = [
-    "CaptchaOracle", "HierarchicalOracle", "PruningOracle",
-    "PairGraph", "connected_components",
-    "KernelPAL", "gaussian_kernel", "laplacian_kernel", "readout_error",
-    "Cost", "Labeler",
-    "PALNet", "PALResult", "embed", "run_pal",
-    "group_pair_weights", "pal_minibatch_loss", "paper_minibatch_loss",
-    "paper_pairwise_terms", "uniform_pair_weights", "vic2_offset_loss",
-    "vic2_pair_terms",
-    "Minibatch", "NNCLROracle", "SSLOracle", "SupervisedOracle",
-]
+_EXPORTS = {
+    "active": ["CaptchaOracle", "HierarchicalOracle", "PruningOracle"],
+    "bookkeeping": ["PairGraph", "connected_components"],
+    "kernel": ["KernelPAL", "gaussian_kernel", "laplacian_kernel",
+               "readout_error"],
+    "labeler": ["Cost", "Labeler"],
+    "loop": ["PALNet", "PALResult", "embed", "run_pal"],
+    "minibatch": ["pal_minibatch_loss", "paper_minibatch_loss",
+                  "paper_pairwise_terms", "vic2_offset_loss",
+                  "vic2_pair_terms"],
+    "oracles": ["Minibatch", "NNCLROracle", "SSLOracle", "SupervisedOracle"],
+    "weights": ["group_pair_weights", "uniform_pair_weights"],
+}
+_MODULE_OF = {name: mod for mod, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+  if name in _MODULE_OF:
+    value = getattr(importlib.import_module(f"ssljax.pal.{_MODULE_OF[name]}"),
+                    name)
+    globals()[name] = value
+    return value
+  raise AttributeError(f"module 'ssljax.pal' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(list(globals()) + __all__)

@@ -27,11 +27,10 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from sklearn.cluster import KMeans
 
 from ssljax.pal.labeler import Labeler
 from ssljax.pal.oracles import Minibatch, _GraphOracle, _check_batch, _unit_rows
-from ssljax.pal.minibatch import uniform_pair_weights
+from ssljax.pal.weights import uniform_pair_weights
 
 __all__ = ["CaptchaOracle", "PruningOracle", "HierarchicalOracle"]
 
@@ -236,6 +235,7 @@ class PruningOracle(_TemplateOracle):
     pool = np.flatnonzero(~labelled)
     if pool.size == 0:
       return pool
+    from sklearn.cluster import KMeans  # pylint: disable=g-import-not-at-top
     km = KMeans(self.num_clusters, n_init=3,
                 random_state=int(rng.integers(2**31 - 1))).fit(z_unit)
     cents = _unit_rows(km.cluster_centers_)

@@ -37,7 +37,7 @@ import numpy as np
 
 from ssljax.pal.bookkeeping import PairGraph
 from ssljax.pal.labeler import Labeler
-from ssljax.pal.minibatch import group_pair_weights, uniform_pair_weights
+from ssljax.pal.weights import group_pair_weights, uniform_pair_weights
 
 __all__ = ["Minibatch", "SSLOracle", "NNCLROracle", "SupervisedOracle"]
 
