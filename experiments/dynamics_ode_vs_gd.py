@@ -69,7 +69,7 @@ def main(argv=None):
       a, w1, w2, lr=lr, steps=steps)[2])[idx]
   w_raw = np.asarray(dynamics.projected_gradient_descent(
       a, w1, w2, lr=lr, steps=steps, tangent=False)[2])[idx]
-  loss = lambda w: np.einsum("tzd,de,tzd->t", w, a, w)
+  loss = lambda w: np.einsum("tzd,de,tze->t", w, a, w)
   angle = lambda p, q: np.array([_common.subspace_angle_deg(u, w)
                                  for u, w in zip(p, q)])
   bottom = v[:, :z].T
