@@ -1,0 +1,150 @@
+"""Helpers shared by the PAL experiment scripts (experiments/pal_*.py).
+
+Data of the controlled experiments (002 App. C.2, setup facts of the
+authors' notebooks as given in issue 5), the kernel-curve runner used by
+several figures, and plotting of mean ± std curves. Generic CLI / JSON /
+PNG helpers are in `_common.py`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ssljax import pal
+
+NUM_CLASSES = 4
+
+
+def circles_train(rng: np.random.Generator, n: int, noise: float):
+  """Rings r ∈ {1..4} (label r − 1), uniform angle, + noise·N(0, I₂).
+
+  Resamples until every class appears (needed for the templates).
+  """
+  while True:
+    y = rng.integers(0, NUM_CLASSES, n)
+    if np.unique(y).size == NUM_CLASSES:
+      break
+  theta = rng.uniform(0.0, 2 * np.pi, n)
+  x = (y + 1.0)[:, None] * np.stack([np.cos(theta), np.sin(theta)], 1)
+  return x + noise * rng.standard_normal((n, 2)), y
+
+
+def circles_test(rng: np.random.Generator, n_test: int, noise: float):
+  """n_test/4 equally spaced angles per ring, + the same Gaussian noise."""
+  m = n_test // NUM_CLASSES
+  theta = np.tile(np.linspace(0.0, 2 * np.pi, m, endpoint=False), NUM_CLASSES)
+  y = np.repeat(np.arange(NUM_CLASSES), m)
+  x = (y + 1.0)[:, None] * np.stack([np.cos(theta), np.sin(theta)], 1)
+  return x + noise * rng.standard_normal((x.shape[0], 2)), y
+
+
+def mixture(rng: np.random.Generator, n: int, noise: float = 0.3):
+  """Gaussian mixture X = Y + noise·E in R^4 (002 App. C.2.6)."""
+  while True:
+    y = rng.integers(0, NUM_CLASSES, n)
+    if np.unique(y).size == NUM_CLASSES:
+      break
+  return np.eye(NUM_CLASSES)[y] + noise * rng.standard_normal(
+      (n, NUM_CLASSES)), y
+
+
+def make_data(dataset: str, rng, n: int, n_test: int, noise: float):
+  """(x, y, x_test, y_test) for "circles" or "mixture"."""
+  if dataset == "circles":
+    x, y = circles_train(rng, n, noise)
+    xt, yt = circles_test(rng, n_test, noise)
+  elif dataset == "mixture":
+    x, y = mixture(rng, n, noise)
+    xt, yt = mixture(rng, n_test, noise)
+  else:
+    raise ValueError(f"unknown dataset {dataset!r}")
+  return x, y, xt, yt
+
+
+def first_of_each_class(y) -> list[int]:
+  return [int(np.flatnonzero(y == c)[0]) for c in range(NUM_CLASSES)]
+
+
+def make_oracle(kind: str, y, seed: int, per_step: int):
+  """Oracle for the kernel curves: captcha (signed / non-contrastive) or
+  passive random pairs (raw or completed). Templates: first of each class."""
+  lab = pal.Labeler(y, seed=seed)
+  templates = first_of_each_class(y)
+  if kind in ("active", "active_contrastive"):
+    return pal.CaptchaOracle(lab, NUM_CLASSES, templates=templates,
+                             screen_size=per_step, signed=True)
+  if kind == "active_non_contrastive":
+    return pal.CaptchaOracle(lab, NUM_CLASSES, templates=templates,
+                             screen_size=per_step, signed=False)
+  if kind in ("passive", "passive_completed"):
+    oracle = pal.SupervisedOracle(lab, per_step, signed=True,
+                                  complete=kind == "passive_completed")
+    for a in range(len(templates)):  # same initial knowledge as active
+      for b in range(a):
+        oracle.graph.add_negative(templates[a], templates[b])
+    return oracle
+  raise ValueError(f"unknown oracle kind {kind!r}")
+
+
+def kernel_query_curve(kind: str, *, dataset: str, seed: int, n: int,
+                       n_test: int, noise: float, sigma: float, ridge: float,
+                       steps: int, per_step: int) -> dict:
+  """Errors (oracle and train readouts) after 0, 1, ..., steps−1 rounds."""
+  rng = np.random.default_rng(seed)
+  x, y, xt, yt = make_data(dataset, rng, n, n_test, noise)
+  kp = pal.KernelPAL(x, xt, sigma=sigma, ridge=ridge, k=NUM_CLASSES + 1)
+  oracle = make_oracle(kind, y, seed, per_step)
+  out = {"oracle": [], "train": [], "answers": [], "components": []}
+  answers = 0
+  for _ in range(steps):
+    err = kp.errors(oracle.target(), y, yt, NUM_CLASSES)
+    out["oracle"].append(err["oracle"])
+    out["train"].append(err["train"])
+    out["answers"].append(answers)
+    out["components"].append(oracle.graph.num_components())
+    answers += oracle.query(rng)
+  return out
+
+
+def mean_std(curves: list[list[float]]) -> dict:
+  arr = np.asarray(curves, np.float64)
+  return {"mean": arr.mean(0), "std": arr.std(0)}
+
+
+def plot_band(ax, x, stats: dict, label: str) -> None:
+  m, s = np.asarray(stats["mean"]), np.asarray(stats["std"])
+  ax.plot(x, m, label=label)
+  ax.fill_between(x, m - s, m + s, alpha=0.2)
+
+
+def at(xs, ys, points) -> dict:
+  """{x: y} at the requested x positions (nearest available x)."""
+  xs = np.asarray(xs)
+  return {int(p): float(np.asarray(ys)[np.argmin(np.abs(xs - p))])
+          for p in points}
+
+
+def parse_args(description: str, argv=None, *, trials: int = 100):
+  """`--out DIR`, `--fast` (as `_common.parse_args`) and `--trials`."""
+  import argparse
+  import pathlib
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--out", required=True, help="output directory")
+  parser.add_argument("--fast", action="store_true",
+                      help="tiny sizes: a smoke run of a few seconds")
+  parser.add_argument("--trials", type=int, default=trials,
+                      help="number of random trials (seeds 0..trials-1)")
+  args = parser.parse_args(argv)
+  args.out = pathlib.Path(args.out)
+  args.out.mkdir(parents=True, exist_ok=True)
+  return args
+
+
+def query_curves(kinds, *, trials: int, **cfg) -> dict:
+  """Mean/std over trials of `kernel_query_curve` for each oracle kind."""
+  out = {}
+  for kind in kinds:
+    runs = [kernel_query_curve(kind, seed=s, **cfg) for s in range(trials)]
+    out[kind] = {key: mean_std([r[key] for r in runs])
+                 for key in ("oracle", "train", "answers", "components")}
+  return out
