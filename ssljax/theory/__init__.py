@@ -16,3 +16,22 @@ from ssljax.theory.dynamics import (
     stiefel_flow_velocity,
     stiefel_weight_flow,
 )
+from ssljax.theory import spectral
+from ssljax.theory import supervised
+from ssljax.theory.spectral import (
+    CLOSED_FORM_LOSSES,
+    KernelEmbedding,
+    gaussian_kernel,
+    kernel_embedding,
+    kernel_embedding_features,
+    laplacian_kernel,
+    linear_optimal_weights,
+    optimal_embedding,
+)
+from ssljax.theory.supervised import (
+    lemma1_objective,
+    orthogonal_head_objective,
+    ridge_head,
+    ridge_head_loss,
+    sigma_gradient,
+)
