@@ -22,7 +22,7 @@ CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive",
 BASELINE_RUN = "vicreg"  # the run that also probes the two baselines
 
 
-def run_config(name: str, out: str, epochs: float, variant: str | None,
+def run_config(name: str, out: str, epochs: int, variant: str | None,
                extra: list[str]) -> dict:
   """Runs main for one config unless its results.json exists; returns it."""
   workdir = os.path.join(out, name)
@@ -61,7 +61,7 @@ def table(results: dict) -> str:
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--out", required=True, help="output directory")
-  parser.add_argument("--epochs", type=float, default=2.0)
+  parser.add_argument("--epochs", type=int, default=2)
   parser.add_argument("--configs", nargs="*", default=list(CONFIGS))
   parser.add_argument("--variant", default=None, help="e.g. smoke")
   parser.add_argument("--extra", nargs="*", default=[],
