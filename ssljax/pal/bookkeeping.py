@@ -76,7 +76,7 @@ class PairGraph:
 
   Example:
     >>> pg = PairGraph(4)
-    >>> pg.add(0, 1, True); pg.add(1, 2, False)
+    >>> _ = pg.add(0, 1, True), pg.add(1, 2, False)
     >>> pg.signed().astype(int).tolist()[0]  # 0~1 and 1!~2 give 0!~2
     [1, 1, -1, 0]
   """
