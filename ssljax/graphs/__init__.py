@@ -1,0 +1,39 @@
+"""Similarity graphs G over the rows of an embedding matrix Z.
+
+Rows are samples: for embeddings Z of shape (N, K), a graph is a symmetric
+(N, N) matrix G with G_ij > 0 when rows i and j are known to be related
+(positive pairs). Every loss in `ssljax.losses` takes such a G.
+
+A graph is either a dense array or a `jax.experimental.sparse.BCOO` with two
+sparse dimensions (no batch or dense dimensions). `degree`, `validate_graph`,
+`laplacian` and `mixed_graph` accept both and return the same kind; the
+constructors return dense arrays unless called with `sparse=True`;
+`to_bcoo` / `to_dense` convert. Duplicate BCOO entries are summed, as in
+`BCOO.todense()`.
+
+References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
+  000 Balestriero & LeCun 2024, Prop. 1.
+  001 Balestriero & LeCun 2022, spectral-embedding notes, §2 (graph code).
+  002 Cabannes et al. 2023 (PAL), eq. (8).
+"""
+
+from ssljax.graphs._core import _check_finite  # noqa: F401 (used by losses)
+from ssljax.graphs._core import _is_concrete  # noqa: F401 (used by losses)
+from ssljax.graphs._core import degree
+from ssljax.graphs._core import is_bcoo
+from ssljax.graphs._core import laplacian
+from ssljax.graphs._core import to_bcoo
+from ssljax.graphs._core import to_dense
+from ssljax.graphs._core import validate_graph
+from ssljax.graphs.knn import knn_graph
+from ssljax.graphs.labels import mixed_graph
+from ssljax.graphs.labels import normalized_supervised_graph
+from ssljax.graphs.labels import signed_graph
+from ssljax.graphs.labels import supervised_graph
+from ssljax.graphs.views import views_graph
+
+__all__ = [
+    "views_graph", "supervised_graph", "normalized_supervised_graph",
+    "mixed_graph", "signed_graph", "knn_graph", "laplacian", "degree",
+    "validate_graph", "is_bcoo", "to_bcoo", "to_dense",
+]
