@@ -14,3 +14,14 @@ def fmnist_data_dir(tmp_path_factory):
   data_dir = str(tmp_path_factory.mktemp("tfds"))
   data.load_split("fashion_mnist_local", "test[:1]", data_dir=data_dir)
   return data_dir
+
+
+@pytest.fixture(autouse=True)
+def _restore_jax_x64():
+  """Experiments enable float64 globally when imported (their numbers are
+  float64 checks); undo that after each test so later tests keep JAX's
+  default float32 semantics."""
+  import jax  # pylint: disable=import-outside-toplevel
+  x64 = jax.config.jax_enable_x64
+  yield
+  jax.config.update("jax_enable_x64", x64)
