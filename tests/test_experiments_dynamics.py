@@ -5,6 +5,7 @@ write its PNG(s) and a JSON whose headline numbers show the papers' claims.
 """
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -14,10 +15,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _run(name, out, fast=True):
+def _run(name, out, fast=True, env=None):
   cmd = [sys.executable, str(ROOT / "experiments" / f"{name}.py"), "--out",
          str(out)] + (["--fast"] if fast else [])
-  subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=1800)
+  env = None if env is None else {**os.environ, **env}
+  subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=1800,
+                 env=env)
   return json.loads((out / f"{name}.json").read_text())
 
 
@@ -35,13 +38,32 @@ def _check_width(res, out):
   assert tanh[-1] < tanh[0]  # tanh: closer to linear as h grows
 
 
-def _check_ode_vs_gd(res, out):
+def _fashion_mnist_present():
+  from ssljax.data.fashion_mnist import find_fashion_mnist_files
+  return find_fashion_mnist_files() is not None
+
+
+def _check_ode_vs_gd(res, out, fashion=None):
+  """fashion: must the Fashion-MNIST part run (None: iff the files exist)."""
   for f in ("dynamics_ode_vs_gd_fig3.png", "dynamics_ode_vs_gd_fig4.png"):
     assert (out / f).exists()
   s = res["summary"]
-  assert s["final_angle_ode_vs_gd_deg"] < 1.0
-  assert abs(s["final_loss"]["ode"] - s["final_loss"]["gd"]) < 1e-2
   assert len(res["timing"]["gd_step_s"]) == len(res["timing"]["width"])
+  fashion = _fashion_mnist_present() if fashion is None else fashion
+  if fashion:
+    assert "skipped" not in s["fashion_mnist"]
+    assert s["fashion_mnist"]["d"] == 49 and s["fashion_mnist"]["n"] == 400
+    assert len(res["fashion_mnist"]["svm"]["ode"]) == len(res["svm"]["ode"])
+  else:
+    assert "not found" in s["fashion_mnist"]["skipped"]
+    assert "skipped" in res["fashion_mnist"]
+  # digits 0 vs 1 (top level) and the Fashion-MNIST pair (T-shirt vs Shirt).
+  for p in [s] + ([s["fashion_mnist"]] if fashion else []):
+    assert p["final_angle_ode_vs_gd_deg"] < 1.0
+    assert abs(p["final_loss"]["ode"] - p["final_loss"]["gd"]) < 1e-2
+    assert p["final_loss"]["gd"] > p["final_loss"]["optimum"] - 1e-9
+    assert abs(p["svm_final"]["ode"] - p["svm_final"]["gd"]) <= 0.02
+    assert p["svm_final"]["ode"] > 0.6
 
 
 def _check_frossl(res, out):
@@ -62,6 +84,15 @@ CASES = [("dynamics_half_moons", _check_half_moons),
 @pytest.mark.parametrize("name,check", CASES, ids=[c[0] for c in CASES])
 def test_fast(name, check, tmp_path):
   check(_run(name, tmp_path), tmp_path)
+
+
+def test_ode_vs_gd_skips_missing_fashion_mnist(tmp_path):
+  # The env variable is authoritative: an empty directory means "missing".
+  empty = tmp_path / "no_fashion_mnist"
+  empty.mkdir()
+  res = _run("dynamics_ode_vs_gd", tmp_path,
+             env={"SSLJAX_FASHION_MNIST_DIR": str(empty)})
+  _check_ode_vs_gd(res, tmp_path, fashion=False)  # digits still run
 
 
 @pytest.mark.slow
