@@ -5,6 +5,10 @@
 Variants as in configs/vicreg.py (``:smoke``, ``:long``). Whitening a K-dim
 embedding needs sub-batches of more than K rows: K = 64 with sub-batches of
 128 (W-MSE whitens a small embedding in sub-batches, as in the paper).
+
+Known problem (open): a full run of this config stalled twice on this 2-core
+CPU (at steps ~100 and ~55: the process idles inside the jitted step, the
+main thread waiting in device_get); the 3-step smoke test passes.
 """
 
 from ml_collections import config_dict
