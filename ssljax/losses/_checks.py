@@ -62,6 +62,17 @@ def _check_same_shape(a, b, name_a: str, name_b: str) -> None:
         f" and {b.shape}")
 
 
+def _two_views(z1, z2) -> tuple[jax.Array, jax.Array]:
+  """z1, z2 as float arrays, checked as two (N, K) views of one batch."""
+  z1_NxK, z2_NxK = _as_float(z1), _as_float(z2)
+  if z1_NxK.ndim != 2:
+    raise ValueError(f"z1 must be a rank-2 (N, K) array, got shape {z1_NxK.shape}")
+  _check_same_shape(z1_NxK, z2_NxK, "z1", "z2")
+  _check_embeddings(z1_NxK, "z1")
+  _check_embeddings(z2_NxK, "z2")
+  return z1_NxK, z2_NxK
+
+
 def _check_positive(value, name: str) -> None:
   """A concrete hyper-parameter must be finite and > 0 (tracers skipped)."""
   if graphs._is_concrete(value):  # pylint: disable=protected-access

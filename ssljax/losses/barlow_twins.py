@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from ssljax import graphs
 from ssljax.losses._checks import _as_float, _as_graph, _check_embeddings
-from ssljax.losses._checks import _check_eps, _graph_degree, _graph_matmul
+from ssljax.losses._checks import _check_eps, _graph_degree, _graph_matmul, _two_views
 
 __all__ = ["barlow_twins", "barlow_twins_terms", "barlow_twins_two_view",
            "barlow_twins_two_view_terms"]
@@ -218,16 +218,7 @@ def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
     >>> [round(float(t[k]), 4) for k in ("on_diagonal", "off_diagonal")]
     [0.0, 0.0]
   """
-  z1_NxK = _as_float(z1)
-  z2_NxK = _as_float(z2)
-  if z1_NxK.ndim != 2:
-    raise ValueError(f"z1 must be a rank-2 (N, K) array, got shape {z1_NxK.shape}")
-  if z1_NxK.shape != z2_NxK.shape:
-    raise ValueError(
-        f"z1 and z2 must have the same (N, K) shape, got {z1_NxK.shape} and"
-        f" {z2_NxK.shape}")
-  _check_embeddings(z1_NxK, "z1")
-  _check_embeddings(z2_NxK, "z2")
+  z1_NxK, z2_NxK = _two_views(z1, z2)
   _check_eps(eps)
   return _barlow_two_view_core(z1_NxK, z2_NxK, lambda_offdiag, eps)
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from ssljax import graphs
 from ssljax.losses._checks import _as_float, _as_graph, _check_embeddings
-from ssljax.losses._checks import _graph_matmul, _graph_sq_norm
+from ssljax.losses._checks import _graph_matmul, _graph_sq_norm, _two_views
 
 __all__ = ["spectral_contrastive", "spectral_contrastive_terms",
            "spectral_contrastive_two_view"]
@@ -170,16 +170,7 @@ def spectral_contrastive_two_view(z1, z2) -> jax.Array:
     >>> float(spectral_contrastive_two_view(z, z))
     -2.0
   """
-  z1_NxK = _as_float(z1)
-  z2_NxK = _as_float(z2)
-  if z1_NxK.ndim != 2:
-    raise ValueError(f"z1 must be a rank-2 (N, K) array, got shape {z1_NxK.shape}")
-  if z1_NxK.shape != z2_NxK.shape:
-    raise ValueError(
-        f"z1 and z2 must have the same (N, K) shape, got {z1_NxK.shape} and"
-        f" {z2_NxK.shape}")
-  _check_embeddings(z1_NxK, "z1")
-  _check_embeddings(z2_NxK, "z2")
+  z1_NxK, z2_NxK = _two_views(z1, z2)
   return _spectral_two_view_core(z1_NxK, z2_NxK)
 
 

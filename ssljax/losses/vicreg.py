@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from ssljax import graphs
 from ssljax.losses._checks import _as_float, _check_embeddings, _check_eps
-from ssljax.losses._checks import _as_graph, _graph_degree, _graph_matmul
+from ssljax.losses._checks import _as_graph, _graph_degree, _graph_matmul, _two_views
 
 __all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
 
@@ -265,16 +265,7 @@ def vicreg_two_view_terms(
     >>> [round(float(t[k]), 4) for k in ("invariance", "variance", "covariance")]
     [1.0, 0.0, 0.0]
   """
-  z1_NxK = _as_float(z1)
-  z2_NxK = _as_float(z2)
-  if z1_NxK.ndim != 2:
-    raise ValueError(f"z1 must be a rank-2 (N, K) array, got shape {z1_NxK.shape}")
-  if z1_NxK.shape != z2_NxK.shape:
-    raise ValueError(
-        f"z1 and z2 must have the same (N, K) shape, got {z1_NxK.shape} and"
-        f" {z2_NxK.shape}")
-  _check_embeddings(z1_NxK, "z1")
-  _check_embeddings(z2_NxK, "z2")
+  z1_NxK, z2_NxK = _two_views(z1, z2)
   _check_eps(eps)
   weights = (inv_weight, var_weight, cov_weight)
   return _vicreg_two_view_terms_core(z1_NxK, z2_NxK, weights, eps)
