@@ -25,3 +25,22 @@ def _restore_jax_x64():
   x64 = jax.config.jax_enable_x64
   yield
   jax.config.update("jax_enable_x64", x64)
+
+
+@pytest.fixture
+def x64():
+  """float64 for one test (a context, so it does not leak to other tests)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  with jax.enable_x64(True):
+    yield
+
+
+@pytest.fixture(scope="module")
+def fast_compiles():
+  """For modules of tiny programs, where XLA's optimisation passes cost more
+  than they save: `pytestmark = pytest.mark.usefixtures("fast_compiles")`."""
+  import jax  # pylint: disable=import-outside-toplevel
+  previous = jax.config.read("jax_disable_most_optimizations")
+  jax.config.update("jax_disable_most_optimizations", True)
+  yield
+  jax.config.update("jax_disable_most_optimizations", previous)

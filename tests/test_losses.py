@@ -14,13 +14,6 @@ from ssljax import losses
 TERMS = ("invariance", "variance", "covariance", "loss")
 
 
-@pytest.fixture
-def x64():
-  """float64 for this test only (does not leak to other test files)."""
-  with jax.enable_x64(True):
-    yield
-
-
 # ---------------------------------------------------------------------------
 # Plain numpy references.
 # ---------------------------------------------------------------------------

@@ -16,12 +16,6 @@ from ssljax import losses
 N, K = 8, 4
 
 
-@pytest.fixture
-def x64():
-  with jax.enable_x64(True):
-    yield
-
-
 def _z(rng, n=N, k=K):
   return rng.normal(size=(n, k)) * np.linspace(0.5, 2.0, k) + 0.3
 

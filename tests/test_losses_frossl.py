@@ -16,25 +16,11 @@ from jax.test_util import check_grads
 
 from ssljax import losses
 
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
 frossl_module = importlib.import_module("ssljax.losses.frossl")
 
 TERMS = ("regularization", "invariance", "loss")
-
-
-@pytest.fixture
-def x64():
-  """float64 for this test only (does not leak to other test files)."""
-  with jax.enable_x64(True):
-    yield
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_compiles():
-  """Tiny programs: XLA optimisation passes cost more than they save here."""
-  previous = jax.config.read("jax_disable_most_optimizations")
-  jax.config.update("jax_disable_most_optimizations", True)
-  yield
-  jax.config.update("jax_disable_most_optimizations", previous)
 
 
 _core = frossl_module._frossl_terms_core  # pylint: disable=protected-access

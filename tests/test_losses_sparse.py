@@ -20,12 +20,6 @@ TERMS = ("invariance", "variance", "covariance", "loss")
 N, K = 8, 4
 
 
-@pytest.fixture
-def x64():
-  with jax.enable_x64(True):
-    yield
-
-
 def _z(rng):
   return rng.normal(size=(N, K)) * np.linspace(0.3, 2.0, K) + 1.0
 

@@ -17,12 +17,6 @@ from ssljax import losses
 N, K = 8, 4
 
 
-@pytest.fixture
-def x64():
-  with jax.enable_x64(True):
-    yield
-
-
 def _z(rng, n=N, k=K):
   return rng.normal(size=(n, k)) * np.linspace(0.3, 1.5, k) + 0.2
 

@@ -17,23 +17,9 @@ from jax.test_util import check_grads
 
 from ssljax import losses
 
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
 wmse_module = importlib.import_module("ssljax.losses.wmse")
-
-
-@pytest.fixture
-def x64():
-  """float64 for this test only (does not leak to other test files)."""
-  with jax.enable_x64(True):
-    yield
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_compiles():
-  """Tiny programs: XLA optimisation passes cost more than they save here."""
-  previous = jax.config.read("jax_disable_most_optimizations")
-  jax.config.update("jax_disable_most_optimizations", True)
-  yield
-  jax.config.update("jax_disable_most_optimizations", previous)
 
 
 # ---------------------------------------------------------------------------

@@ -10,12 +10,6 @@ import pytest
 from ssljax import pal
 
 
-@pytest.fixture
-def x64():
-  with jax.enable_x64(True):
-    yield
-
-
 def _signed_graph(rng, n):
   y = rng.integers(0, 3, n)
   g = 2.0 * (y[:, None] == y[None, :]) - 1.0

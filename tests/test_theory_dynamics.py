@@ -12,11 +12,7 @@ import pytest
 
 from ssljax.theory import dynamics as dyn
 
-
-@pytest.fixture(autouse=True)
-def x64():
-  with jax.enable_x64(True):
-    yield
+pytestmark = pytest.mark.usefixtures("x64")
 
 
 # ---------------------------------------------------------------------------

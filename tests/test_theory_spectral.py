@@ -18,11 +18,7 @@ from ssljax import graphs
 from ssljax import losses
 from ssljax.theory import spectral
 
-
-@pytest.fixture(autouse=True)
-def x64():
-  with jax.enable_x64(True):
-    yield
+pytestmark = pytest.mark.usefixtures("x64")
 
 
 def _labels(sizes, seed=0):

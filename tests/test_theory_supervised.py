@@ -16,11 +16,7 @@ import scipy.optimize
 
 from ssljax.theory import supervised
 
-
-@pytest.fixture(autouse=True)
-def x64():
-  with jax.enable_x64(True):
-    yield
+pytestmark = pytest.mark.usefixtures("x64")
 
 
 def _problem(seed, n=40, k=6, c=4, offset=3.0):
