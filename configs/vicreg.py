@@ -38,6 +38,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.pad = 4  # pixels of zero padding for "pad_and_crop"
   c.views.flip = True  # random horizontal flips
   c.views.noise_std = 0.0  # std of additive Gaussian noise (pixels in [0, 1])
+  c.views.brightness = 0.0  # grey colour jitter: brightness factor 1 ± this
+  c.views.contrast = 0.0  # grey colour jitter: contrast factor 1 ± this
+  c.views.jitter_prob = 0.8  # probability of the jitter (SimCLR: 0.8)
+  c.views.erase_prob = 0.0  # probability of random erasing (Zhong et al. 2020)
+  c.views.erase_scale = (0.02, 0.2)  # erased area fraction range
 
   c.model = config_dict.ConfigDict()
   c.model.encoder = "cnn"  # key of ssljax.models.ENCODERS

@@ -109,8 +109,12 @@ def _image_label_keys(builder) -> tuple[str, str]:
 
 def augment(images, key, *, crop: str = "random_resized",
             crop_scale=(0.2, 1.0), crop_ratio=(3 / 4, 4 / 3), pad: int = 4,
-            flip: bool = True, noise_std: float = 0.0) -> tf.Tensor:
+            flip: bool = True, noise_std: float = 0.0, brightness: float = 0.0,
+            contrast: float = 0.0, jitter_prob: float = 0.8,
+            erase_prob: float = 0.0, erase_scale=(0.02, 0.2)) -> tf.Tensor:
   """Augments a whole batch with vectorised, stateless TF ops.
+
+  Order: crop, flip, intensity jitter, erasing, noise.
 
   The output is a pure function of (images, key).
 
@@ -126,22 +130,37 @@ def augment(images, key, *, crop: str = "random_resized",
     pad: padding in pixels for "pad_and_crop", int >= 0.
     flip: horizontal flip with probability 1/2 per image.
     noise_std: std of additive Gaussian noise (result clipped to [0, 1]).
+    brightness: grey-level version of SimCLR's colour jitter: with
+      probability ``jitter_prob`` an image is scaled by a factor uniform in
+      [1 − brightness, 1 + brightness], in [0, 1).
+    contrast: ... and its deviation from its own mean grey level by a factor
+      uniform in [1 − contrast, 1 + contrast], in [0, 1); the result is
+      clipped to [0, 1].
+    jitter_prob: probability of the brightness/contrast jitter, in [0, 1].
+    erase_prob: probability of random erasing (Zhong et al. 2020): a box of
+      area fraction uniform in ``erase_scale`` and log-uniform aspect ratio
+      in [0.3, 3.3] set to 0, in [0, 1].
+    erase_scale: (min, max) erased area fraction, 0 < min <= max <= 1.
 
   Returns:
     float32 (B, H, W, C) tf.Tensor.
 
   Raises:
     ValueError: unknown crop mode, bad ranges, negative pad or noise_std,
-      images not of rank 4.
+      jitter strengths outside [0, 1), probabilities outside [0, 1], images
+      not of rank 4.
   """
   images = tf.convert_to_tensor(images, tf.float32)
   return _augment_rows(images, key, 0, tf.shape(images)[0], crop=crop,
                        crop_scale=crop_scale, crop_ratio=crop_ratio, pad=pad,
-                       flip=flip, noise_std=noise_std)
+                       flip=flip, noise_std=noise_std, brightness=brightness,
+                       contrast=contrast, jitter_prob=jitter_prob,
+                       erase_prob=erase_prob, erase_scale=erase_scale)
 
 
 def _augment_rows(images, key, first_row, total_rows, *, crop, crop_scale,
-                  crop_ratio, pad, flip, noise_std) -> tf.Tensor:
+                  crop_ratio, pad, flip, noise_std, brightness, contrast,
+                  jitter_prob, erase_prob, erase_scale) -> tf.Tensor:
   """``augment`` of rows [first_row, first_row + B) of a batch of total_rows.
 
   Random draws are made for all ``total_rows`` and sliced, so a process that
@@ -149,8 +168,14 @@ def _augment_rows(images, key, first_row, total_rows, *, crop, crop_scale,
   would compute for it.
   """
   _check_augment_args(images, crop, crop_scale, crop_ratio, pad, noise_std)
+  _check_intensity_args(brightness, contrast, jitter_prob, erase_prob,
+                        erase_scale)
   crop_key, flip_key, noise_key = tf.unstack(
       tf.random.experimental.stateless_split(key, 3))
+  # Keys of the later-added ops come from a fold-in, so that the crop, flip
+  # and noise draws (and runs measured before they existed) are unchanged.
+  jitter_key, erase_key = tf.unstack(tf.random.experimental.stateless_split(
+      tf.random.experimental.stateless_fold_in(key, 1), 2))
 
   def uniform(k, num=1):  # (B, num) per-row uniforms in [0, 1).
     u = tf.random.stateless_uniform([total_rows, num], seed=k)
@@ -164,6 +189,12 @@ def _augment_rows(images, key, first_row, total_rows, *, crop, crop_scale,
   if flip:
     mirrored = uniform(flip_key)[:, :, None, None] < 0.5
     images = tf.where(mirrored, tf.reverse(images, axis=[2]), images)
+  if brightness > 0 or contrast > 0:
+    images = _intensity_jitter(images, uniform(jitter_key, 3), brightness,
+                               contrast, jitter_prob)
+  if erase_prob > 0:
+    images = _random_erase(images, uniform(erase_key, 5), erase_prob,
+                           erase_scale)
   if noise_std > 0:
     shape = tf.concat([[total_rows], tf.shape(images)[1:]], 0)
     noise = tf.random.stateless_normal(shape, seed=noise_key)
@@ -188,6 +219,62 @@ def _check_augment_args(images, crop, crop_scale, crop_ratio, pad, noise_std):
     raise ValueError(f"pad must be >= 0, got {pad}")
   if noise_std < 0:
     raise ValueError(f"noise_std must be >= 0, got {noise_std}")
+
+
+def _check_intensity_args(brightness, contrast, jitter_prob, erase_prob,
+                          erase_scale):
+  """Raises ValueError on jitter/erasing arguments ``augment`` rejects."""
+  for name, value in (("brightness", brightness), ("contrast", contrast)):
+    if not 0 <= value < 1:
+      raise ValueError(f"{name} must be in [0, 1), got {value}")
+  for name, value in (("jitter_prob", jitter_prob), ("erase_prob", erase_prob)):
+    if not 0 <= value <= 1:
+      raise ValueError(f"{name} must be in [0, 1], got {value}")
+  lo, hi = erase_scale
+  if not 0 < lo <= hi <= 1:
+    raise ValueError(
+        f"erase_scale must satisfy 0 < min <= max <= 1, got {erase_scale}")
+
+
+def _intensity_jitter(images, u, brightness, contrast, prob) -> tf.Tensor:
+  """Random brightness then contrast, per image, with probability ``prob``.
+
+  Args:
+    images: float32 (B, H, W, C) in [0, 1].
+    u: float32 (B, 3) uniforms: apply?, brightness and contrast factors.
+  """
+  apply = (u[:, 0] < prob)[:, None, None, None]
+  scale = (1.0 + brightness * (2.0 * u[:, 1] - 1.0))[:, None, None, None]
+  factor = (1.0 + contrast * (2.0 * u[:, 2] - 1.0))[:, None, None, None]
+  bright = images * scale
+  mean = tf.reduce_mean(bright, axis=[1, 2, 3], keepdims=True)
+  jittered = tf.clip_by_value(mean + factor * (bright - mean), 0.0, 1.0)
+  return tf.where(apply, jittered, images)
+
+
+def _random_erase(images, u, prob, scale) -> tf.Tensor:
+  """Sets a random box to 0 in each image with probability ``prob``.
+
+  Args:
+    images: float32 (B, H, W, C).
+    u: float32 (B, 5) uniforms: apply?, area, log-ratio, y and x offsets.
+  """
+  shape = tf.shape(images)
+  height, width = tf.cast(shape[1], tf.float32), tf.cast(shape[2], tf.float32)
+  area = (scale[0] + (scale[1] - scale[0]) * u[:, 1]) * height * width
+  log_lo, log_hi = math.log(0.3), math.log(3.3)
+  aspect = tf.exp(log_lo + (log_hi - log_lo) * u[:, 2])  # height / width
+  box_h = tf.minimum(tf.sqrt(area * aspect), height)
+  box_w = tf.minimum(tf.sqrt(area / aspect), width)
+  y0 = (height - box_h) * u[:, 3]
+  x0 = (width - box_w) * u[:, 4]
+  ys = tf.range(height)[None, :] + 0.5  # pixel centres, (1, H)
+  xs = tf.range(width)[None, :] + 0.5
+  in_y = (ys >= y0[:, None]) & (ys < (y0 + box_h)[:, None])  # (B, H)
+  in_x = (xs >= x0[:, None]) & (xs < (x0 + box_w)[:, None])  # (B, W)
+  box = in_y[:, :, None] & in_x[:, None, :]  # (B, H, W)
+  erase = box & (u[:, 0] < prob)[:, None, None]
+  return tf.where(erase[..., None], tf.zeros_like(images), images)
 
 
 def _random_resized_crop(images, u, scale, ratio) -> tf.Tensor:
