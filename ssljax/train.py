@@ -206,9 +206,8 @@ class _MetricWriter:
     # Drop lines past the restored step: those steps are recomputed exactly.
     if os.path.exists(self.path):
       with open(self.path) as f:
-        kept = [l for l in f if json.loads(l).get("step", 0) <= resume_step]
-      with open(self.path, "w") as f:
-        f.writelines(kept)
+        kept = [l for l in f if _kept_line(l, resume_step)]
+      _atomic_write(self.path, "".join(kept))
     self.tb = tensorboard.SummaryWriter(os.path.join(workdir, "tensorboard"))
 
   def write(self, step: int, metrics: dict):
@@ -221,12 +220,81 @@ class _MetricWriter:
     self.tb.flush()
 
 
-def _check_finite(metrics: dict, step: int, last_checkpoint):
-  bad = [k for k, v in metrics.items() if not np.isfinite(v)]
+def _kept_line(line: str, resume_step: int) -> bool:
+  """Whether a metrics.jsonl line survives a resume at ``resume_step``.
+
+  A line cut short by a kill (no newline, or not JSON) is dropped with the
+  steps after the checkpoint, which the resumed run writes again.
+  """
+  if not line.endswith("\n"):
+    return False
+  try:
+    return json.loads(line).get("step", 0) <= resume_step
+  except json.JSONDecodeError:
+    return False
+
+
+def _atomic_write(path: str, text: str):
+  """Writes ``text`` to ``path`` through a temporary file and a rename, so a
+  kill leaves either the old or the new file, never a truncated one."""
+  tmp = f"{path}.tmp"
+  with open(tmp, "w") as f:
+    f.write(text)
+  os.replace(tmp, path)
+
+
+@jax.jit
+def _all_finite(tree) -> jax.Array:
+  """bool scalar: every element of every leaf of ``tree`` is finite."""
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x))
+                            for x in jax.tree.leaves(tree)]))
+
+
+def _checkpoint_note(ckpt: ocp.CheckpointManager) -> str:
+  """Names the newest complete checkpoint on disk (waits for pending saves)."""
+  ckpt.wait_until_finished()
+  step = ckpt.latest_step()
+  if step is None:
+    return "no checkpoint was written yet (a rerun starts from step 0)"
+  return (f"last good checkpoint: step {step} at {ckpt.directory / str(step)} "
+          "(a rerun with this workdir resumes from it)")
+
+
+def _check_finite(metrics: dict, step: int,
+                  ckpt: ocp.CheckpointManager) -> dict[str, float]:
+  """The metrics of ``step`` as floats; raises if one is NaN or Inf.
+
+  Args:
+    metrics: the step's metrics (loss terms of the method and "grad_norm"),
+      scalars as floats or jax arrays.
+    step: the step that produced them (1-based, as in metrics.jsonl).
+    ckpt: the run's checkpoint manager, to name the last good checkpoint.
+
+  Returns:
+    dict name -> float, the same keys as ``metrics``.
+
+  Raises:
+    FloatingPointError: naming the step, every non-finite term with its value
+      and the last good checkpoint.
+  """
+  values = {k: float(v) for k, v in jax.device_get(metrics).items()}
+  bad = {k: v for k, v in values.items() if not np.isfinite(v)}
   if bad:
+    terms = ", ".join(f"{k}={v}" for k, v in bad.items())
     raise FloatingPointError(
-        f"non-finite {bad} at step {step}; last good checkpoint: step "
-        f"{last_checkpoint}")
+        f"non-finite value at step {step}: {terms}; stopped before "
+        f"writing this step's metrics or checkpoint; {_checkpoint_note(ckpt)}")
+  return values
+
+
+def _check_state_finite(state: TrainState, step: int, ckpt):
+  """Raises FloatingPointError if the state after ``step`` (parameters,
+  BatchNorm statistics, optimiser moments) holds a NaN or Inf: such a state
+  must never become a checkpoint, even when the step's loss was finite."""
+  if not bool(_all_finite(state)):
+    raise FloatingPointError(
+        f"non-finite parameters or optimiser state after step {step} (its "
+        f"loss terms were finite); not saved; {_checkpoint_note(ckpt)}")
 
 
 # --------------------------------------------------------------------- main --
@@ -282,7 +350,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # Checkpoints: resume from the latest if there is one.
   ckpt = ocp.CheckpointManager(
       os.path.abspath(os.path.join(workdir, "checkpoints")),
-      options=ocp.CheckpointManagerOptions(max_to_keep=config.keep_checkpoints))
+      # Orbax writes each step into "<step>.orbax-checkpoint-tmp" and renames
+      # it when complete, so a kill never leaves a half-written "<step>";
+      # latest_step() skips the leftovers and this option deletes them.
+      options=ocp.CheckpointManagerOptions(max_to_keep=config.keep_checkpoints,
+                                           cleanup_tmp_directories=True))
   state, start_step = initial_state(), 0
   if ckpt.latest_step() is not None:
     start_step = ckpt.latest_step()
@@ -305,25 +377,38 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                       if k != "num_views"},
       process_index=jax.process_index(), process_count=jax.process_count(),
       labels=known_labels(train_labels, config) if uses_labels(config) else None)
-  train_start, last_saved = time.time(), start_step
+  train_start = time.time()
   bar = tqdm.tqdm(range(start_step, total_steps), initial=start_step,
                   total=total_steps, desc=config.method, unit="step",
                   disable=jax.process_index() != 0)
-  for step in bar:
-    batch = jax.tree.map(jax.make_array_from_process_local_data,
-                         step_fn_shardings, next(batches))
-    state, metrics = step_fn(state, batch)
-    done = step + 1
-    if done % config.log_every_steps == 0 or done == total_steps:
-      metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-      _check_finite(metrics, done, last_saved)
-      metrics["learning_rate"] = float(lr_fn(step))
-      writer.write(done, metrics)
-      bar.set_postfix(loss=f"{metrics['loss']:.4g}")
-    if done % config.checkpoint_every_steps == 0 or done == total_steps:
-      ckpt.save(done, args=ocp.args.StandardSave(state))
-      last_saved = done
-  ckpt.wait_until_finished()
+  # Every step's metrics are checked for NaN/Inf, one step late: the check of
+  # step s is queued behind step s + 1, so the host never idles waiting for
+  # the device. Log and checkpoint steps are checked before anything is
+  # written, so no file ever holds a non-finite step.
+  unchecked = None  # (step, metrics, finite flag) not yet read by the host
+  try:
+    for step in bar:
+      batch = jax.tree.map(jax.make_array_from_process_local_data,
+                           step_fn_shardings, next(batches))
+      state, metrics = step_fn(state, batch)
+      done = step + 1
+      if unchecked is not None and not bool(unchecked[2]):
+        _check_finite(unchecked[1], unchecked[0], ckpt)  # raises
+      unchecked = (done, metrics, _all_finite(metrics))
+      log = done % config.log_every_steps == 0 or done == total_steps
+      save = done % config.checkpoint_every_steps == 0 or done == total_steps
+      if log or save:  # the last step is both: nothing stays unchecked
+        values, unchecked = _check_finite(metrics, done, ckpt), None
+      if log:
+        values["learning_rate"] = float(lr_fn(step))
+        writer.write(done, values)
+        bar.set_postfix(loss=f"{values['loss']:.4g}")
+      if save:
+        _check_state_finite(state, done, ckpt)
+        ckpt.save(done, args=ocp.args.StandardSave(state))
+  finally:
+    # Also on errors: let an in-flight save finish rather than die half-done.
+    ckpt.wait_until_finished()
   train_seconds = time.time() - train_start
 
   # Evaluation: the trained encoder and, as baselines, raw pixels and the
@@ -363,7 +448,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     results["random_init_probe_test_accuracy"] = rand["test_accuracy"]
   results["wall_seconds"] = time.time() - start_time
   if jax.process_index() == 0:
-    with open(os.path.join(workdir, "results.json"), "w") as f:
-      json.dump(results, f, indent=2)
+    _atomic_write(os.path.join(workdir, "results.json"),
+                  json.dumps(results, indent=2))
   ckpt.close()
   return results
