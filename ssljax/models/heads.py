@@ -23,7 +23,7 @@ class Projector(nn.Module):
 
   @nn.compact
   def __call__(self, h, train: bool = True):
-    """h: (B, D) -> z: (B, features[-1]), float32."""
+    """h: (B, D) -> z: (B, features[-1]), float32 (float64 if dtype is)."""
     x = h.astype(self.dtype)
     for width in self.features[:-1]:
       # No bias before BatchNorm: it would be removed by the centring, and
@@ -31,8 +31,10 @@ class Projector(nn.Module):
       x = nn.Dense(width, use_bias=False, dtype=self.dtype)(x)
       x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
       x = nn.relu(x)
-    # Losses read covariances of Z: keep them in float32 even in bf16 runs.
-    return nn.Dense(self.features[-1], dtype=self.dtype)(x).astype(jnp.float32)
+    # Losses read covariances of Z: keep them in float32 even in bf16 runs,
+    # and in float64 when the model computes in float64 (x64 checks).
+    out_dtype = jnp.promote_types(self.dtype, jnp.float32)
+    return nn.Dense(self.features[-1], dtype=self.dtype)(x).astype(out_dtype)
 
 
 class SSLNetwork(nn.Module):
