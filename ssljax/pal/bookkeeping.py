@@ -93,6 +93,10 @@ class PairGraph:
     self._size = np.ones(self.n, np.int64)
     self._neg: dict[int, set[int]] = {}  # root -> roots known negative
     self._raw: dict[tuple[int, int], bool] = {}  # (min, max) -> last answer
+    # Accepted negative answers (i, j) as samples: their components are the
+    # known-negative component pairs, whatever merges happen later.
+    self._neg_i: list[int] = []
+    self._neg_j: list[int] = []
     self.conflicts = 0
     self._cache = None
     self._raw_cache = None
@@ -151,6 +155,8 @@ class PairGraph:
       return self._conflict(f"negative answer ({i}, {j}) contradicts a known"
                             " positive chain between them")
     if b not in self._neg.get(a, ()):
+      self._neg_i.append(i)
+      self._neg_j.append(j)
       self._neg.setdefault(a, set()).add(b)
       self._neg.setdefault(b, set()).add(a)
       self._cache = None
@@ -176,14 +182,25 @@ class PairGraph:
         if np.array_equal(nxt, roots):
           break
         roots = nxt
-      uniq, comp = np.unique(roots, return_inverse=True)
-      sizes = np.bincount(comp)
-      ncomp = uniq.shape[0]
-      pos_of_root = {int(r): c for c, r in enumerate(uniq)}
-      keys = [pos_of_root[a] * ncomp + pos_of_root[b]
-              for a, rs in self._neg.items() for b in rs]
-      self._cache = (comp, sizes, np.unique(np.array(keys, np.int64)), ncomp)
+      # Roots are sample indices: an (N,) table maps them to component ids
+      # without a Python dict (this runs after every answer batch).
+      is_root = np.zeros(self.n, bool)
+      is_root[roots] = True
+      pos_of_root = np.cumsum(is_root) - 1
+      comp = pos_of_root[roots]
+      ncomp = int(is_root.sum())
+      sizes = np.bincount(comp, minlength=ncomp)
+      ca = comp[np.array(self._neg_i, np.int64)]
+      cb = comp[np.array(self._neg_j, np.int64)]
+      keys = np.unique(np.concatenate([ca * ncomp + cb, cb * ncomp + ca]))
+      self._cache = (comp, sizes, keys, ncomp)
     return self._cache
+
+  @staticmethod
+  def _in_sorted(query: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Elementwise query ∈ keys for sorted unique keys (binary search)."""
+    pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+    return keys[pos] == query
 
   def component_ids(self) -> np.ndarray:
     """(N,) int component id of each sample (ids are 0..C-1)."""
@@ -221,7 +238,7 @@ class PairGraph:
     cc = comp[np.asarray(cols)]
     out = (cr[:, None] == cc[None, :]).astype(dtype)
     if signed and keys.size:
-      neg = np.isin(cr[:, None] * ncomp + cc[None, :], keys)
+      neg = self._in_sorted(cr[:, None] * ncomp + cc[None, :], keys)
       out[neg] = -1
     return out
 
