@@ -8,7 +8,8 @@ with a kernel (`KernelPAL`).
 Modules: `labeler` (answers and cost), `bookkeeping` (known positives /
 negatives, transitive completion, views, components), `minibatch`
 (unbiased degree-corrected minibatch loss), `oracles` (SSL, supervised,
-NNCLR), `active` (captcha, data pruning, hierarchical), `loop` (`run_pal`),
+NNCLR), `active` (captcha, data pruning, hierarchical), `mixed` (SSL graph
+mixed with label answers), `loop` (`run_pal`),
 `kernel` (closed-form kernel variant), `weights` (inclusion weights).
 
 Names are imported lazily (PEP 562): the NumPy-only parts (labeler,
@@ -24,6 +25,7 @@ _EXPORTS = {
                "readout_error"],
     "labeler": ["Cost", "Labeler"],
     "loop": ["PALNet", "PALResult", "embed", "run_pal"],
+    "mixed": ["MixedOracle"],
     "minibatch": ["pal_minibatch_loss", "paper_minibatch_loss",
                   "paper_pairwise_terms", "vic2_offset_loss",
                   "vic2_pair_terms"],
