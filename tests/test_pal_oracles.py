@@ -192,6 +192,22 @@ class TestRunPal:
     assert [h["step"] for h in a.history] == [3, 6]
     assert a.history[-1]["answers"] > 0
 
+  def test_eval_at_start_sees_the_initial_network(self):
+    x = np.eye(4)
+    oracle = pal.SSLOracle(np.array([0, 1, 0, 1]))
+    seen = []
+
+    def eval_fn(variables, step):
+      seen.append(step)
+      return {"norm": float(np.abs(pal.embed(pal.PALNet(out=2), variables,
+                                             x)).sum())}
+
+    res = pal.run_pal(x, oracle, pal.PALNet(out=2), key=jax.random.key(0),
+                      steps=2, batch_size=4, eval_fn=eval_fn, eval_every=1,
+                      eval_at_start=True)
+    assert seen == [0, 1, 2]
+    assert res.history[0]["step"] == 0 and np.isnan(res.history[0]["loss"])
+
   def test_errors(self):
     with pytest.raises(ValueError, match="steps"):
       pal.run_pal(np.zeros((4, 2)), pal.NNCLROracle(4), pal.PALNet(),

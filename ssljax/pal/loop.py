@@ -85,7 +85,8 @@ def _check_args(x, steps, batch_size, query_every, eval_every):
 def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
             batch_size: int, optimizer: optax.GradientTransformation | None = None,
             query_every: int = 1, eval_fn: Callable | None = None,
-            eval_every: int = 0, log_every: int = 50) -> PALResult:
+            eval_every: int = 0, log_every: int = 50,
+            eval_at_start: bool = False) -> PALResult:
   """Runs Algorithm 1 (PAL) and returns the trained variables and a history.
 
   At every step t: if t % query_every == 0 the oracle asks one round of
@@ -107,6 +108,8 @@ def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
     eval_fn: optional f(variables, step) -> dict of metrics.
     eval_every: evaluate every this many steps (0: only at the end).
     log_every: steps between history entries.
+    eval_at_start: also evaluate the initial network, before any query or
+      step (a history entry with step 0, answers 0 and loss NaN).
 
   Returns:
     `PALResult(variables, history)`.
@@ -156,6 +159,9 @@ def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
     return _embed_with(apply_eval, current(), x[idx], 4096)
 
   history, answers = [], 0
+  if eval_fn is not None and eval_at_start:
+    history.append({"step": 0, "answers": 0, "loss": float("nan"),
+                    **eval_fn(current(), 0)})
   for t in range(steps):
     if t % query_every == 0:
       answers += int(oracle.query(rng, embed_all))
