@@ -1,61 +1,260 @@
-"""The sharded train step on 8 CPU devices equals the same global batch on 1.
+"""Data parallelism is exact: 8 CPU devices give the 1-device numbers.
 
-Runs in a subprocess because the device count is fixed when JAX starts.
+For every method and loss form of ``ssljax.methods.METHODS`` (and the label
+graphs "supervised" and "mixed", whose G spans all devices), two train steps
+of ``train.sharded_train_step`` on the same global batch are run on a mesh of
+1 and of 8 devices, in float32 and in float64. Compared: every loss term of
+both steps, the gradients of both steps, and the parameters, BatchNorm
+statistics and optimiser state after them. A loss with per-device statistics
+(SimCLR negatives from one device, per-device covariances or whitening) is
+off by O(1), not by round-off.
+
+The worker runs in one subprocess (``python tests/test_sharding.py``) because
+the device count is fixed when JAX starts; it prints one JSON line per case
+and the test checks the tolerances. ``pytest -s`` prints the table.
 """
 
+import json
 import os
+import re
 import subprocess
 import sys
 
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+import ml_collections
+import numpy as np
+import optax
+import pytest
+
+from ssljax import methods, models, train
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # configs/
+NUM_DEVICES = 8
 
-SCRIPT = r"""
-import sys
-import jax, numpy as np
-sys.path.insert(0, REPO)
-from configs import vicreg as vicreg_config
-from ssljax import train
-assert jax.device_count() == 8, jax.devices()
-config = vicreg_config.get_config("smoke")
-config.model.encoder_kwargs.channels = (4, 8)
-# LARS, not Adam: VICReg is blind to the projector's output bias, whose
-# gradient is pure round-off, and Adam would turn that into ±lr steps.
-config.optim.name = "lars"
-for form in ("two_view", "graph"):
-  config.loss.form = form
-  net = train.create_network(config)
-  lr = lambda step: 1e-2
-  tx = train.create_optimizer(config.optim, lr)
-  views = np.random.default_rng(0).uniform(size=(2, 64, 28, 28, 1)).astype(np.float32)
-  out = {}
-  for n in (1, 8):
-    mesh = train.make_mesh(jax.devices()[:n])
-    state = train.create_train_state(net, tx, jax.random.key(0), (28, 28, 1))
-    state = jax.device_put(state, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
-    x = jax.device_put(views, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "data")))
-    step = train.sharded_train_step(config, mesh)
-    if n > 1:  # data parallel: gradients are all-reduced, images never gathered
-      hlo = step.lower(state, x).compile().as_text().splitlines()
-      assert any("all-reduce(" in l for l in hlo), "no all-reduce: not data-parallel"
-      gathers = [l for l in hlo if "all-gather(" in l]
-      assert not any("28,28" in l for l in gathers), gathers  # (the graph form gathers Z)
-    state, metrics = step(state, x)
-    assert len(x.sharding.device_set) == n
-    out[n] = jax.device_get((state.params, state.batch_stats, metrics))
-  # Per-device statistics would change the loss by O(1); these agree to
-  # float32 round-off (all-reduce sums in another order).
-  for a, b in zip(jax.tree.leaves(out[1]), jax.tree.leaves(out[8])):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-  params_diff = max(float(np.max(np.abs(a - b))) for a, b in
-                    zip(jax.tree.leaves(out[1][0]), jax.tree.leaves(out[8][0])))
-  print(form, "loss", out[1][2]["loss"], out[8][2]["loss"], "max abs param diff", params_diff)
-print("OK")
-"""
+# (method, form, V, graph kind). Every form of every method; the label graphs
+# on all four graph-form methods, "views" graphs with V = 3 where it matters.
+CASES = (
+    ("vicreg", "two_view", 2, "views"),
+    ("vicreg", "graph", 3, "views"),
+    ("vicreg", "graph", 2, "supervised"),
+    ("vicreg", "graph", 2, "mixed"),
+    ("simclr", "two_view", 2, "views"),
+    ("simclr", "graph", 3, "views"),
+    ("simclr", "graph", 2, "supervised"),
+    ("barlow_twins", "two_view", 2, "views"),
+    ("barlow_twins", "graph", 2, "mixed"),
+    ("spectral_contrastive", "two_view", 2, "views"),
+    ("spectral_contrastive", "graph", 2, "supervised"),
+    ("frossl", "multi_view", 3, "views"),
+    ("wmse", "two_view", 2, "views"),
+)
+
+# The default suite runs these (one per kind of global statistic: BatchNorm
+# of the smoke CNN and VICReg's covariances, SimCLR's negatives over a label
+# graph, W-MSE's whitening of sub-batches that span devices, FroSSL's column
+# norms over V = 3 views); ``-m slow`` runs every case. The XLA compiles
+# (~1-4 s of CPU per case, dtype and device count here) are the whole cost.
+FAST_CASES = (CASES[0], CASES[6], CASES[11], CASES[12])
+
+# Relative tolerances on max|a − b| / max|b| within each compared group (loss
+# terms of both steps, gradients of both steps, final parameters + BatchNorm
+# statistics + optimiser state). The runs differ only in the order of the
+# cross-device sums (all-reduce vs one device's reduction), i.e. round-off,
+# amplified by the network: BatchNorm of the nearly constant features that
+# random images give the CNN amplifies it most. Measured maxima (2 steps,
+# seed 0): float32 5.5e-5 (smoke CNN), <= 1e-5 (MLP cases); float64 8.6e-14
+# (CNN), <= 3e-15 (MLP). The bounds leave >= 10x margin. Statistics taken
+# per device instead (mean of the losses of 8 blocks of 8 rows, random
+# Z (64, 16)) move the loss by 73% (VICReg), 59% (SimCLR: 7 instead of 63
+# negatives per view) and 158% (Barlow Twins): orders of magnitude above.
+RTOL = {"float32": 1e-3, "float64": 1e-11}
 
 
-def test_eight_device_step_equals_one_device_step():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-c", f"REPO={REPO!r}\n" + SCRIPT],
-                        env=env, capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+def _expected_methods_and_forms():
+  return {(name, form) for name, spec in methods.METHODS.items()
+          for form in methods.FORMS if getattr(spec, form) is not None}
+
+
+def test_cases_cover_every_method_and_form():
+  covered = {(m, f) for m, f, _, _ in CASES}
+  assert covered == _expected_methods_and_forms()
+  assert {"supervised", "mixed"} <= {k for *_, k in CASES}
+
+
+def _worker_rows(cases):
+  """Runs the worker on ``cases`` in a subprocess with 8 CPU devices."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS=f"--xla_force_host_platform_device_count={NUM_DEVICES}")
+  arg = ",".join(str(CASES.index(c)) for c in cases)
+  proc = subprocess.run([sys.executable, os.path.abspath(__file__), arg],
+                        env=env, cwd=REPO, capture_output=True, text=True,
+                        timeout=1800)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+  rows = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
+  print("\n" + "\n".join(_table_line(r) for r in rows))
+  assert len(rows) == len(cases) * len(RTOL)
+  return rows
+
+
+def _table_line(row):
+  diffs = " ".join(f"{k}={v:.1e}" for k, v in row["rel_diff"].items())
+  return (f"{row['dtype']:7s} {row['method']:20s} {row['form']:10s} "
+          f"V={row['views']} {row['graph']:10s} {diffs} "
+          f"gathered={row['all_gathers']}")
+
+
+def _check(rows):
+  """Tolerances, and data parallelism in the compiled 8-device program:
+  gradients all-reduced, images never gathered. Only embeddings may be
+  gathered: the graph form gathers Z (V, B, K) and, for label graphs, the
+  labels; SimCLR's two-view form the unit rows (2B, K); W-MSE the rows of a
+  whitening sub-batch. That is O(N·K) per device, nothing of image size."""
+  for row in rows:
+    assert max(row["rel_diff"].values()) <= RTOL[row["dtype"]], _table_line(row)
+    assert row["has_all_reduce"], _table_line(row)
+    for shape in row["all_gathers"]:
+      assert 28 not in shape, _table_line(row)  # no (.., 28, 28, ..) images
+
+
+def test_eight_devices_equal_one_device():
+  _check(_worker_rows(FAST_CASES))
+
+
+@pytest.mark.slow
+def test_every_method_and_form_eight_devices_equal_one_device():
+  _check(_worker_rows(CASES))
+
+
+# ------------------------------------------------------------------ worker --
+def _record_grads():
+  """An optax transformation that keeps the last gradient in its state."""
+  return optax.GradientTransformation(
+      init=lambda params: jax.tree.map(np.zeros_like, params),
+      update=lambda grads, state, params=None: (grads, grads))
+
+
+def _config(method, form, views, graph):
+  """Smoke config of ``method`` with the case's form, V and graph.
+
+  The smoke CNN only for VICReg's two-view case: an MLP encoder compiles
+  several times faster and has the same cross-device statistics (BatchNorm
+  over the global batch), so the 52 compiles stay affordable.
+  """
+  module = __import__(f"configs.{method}", fromlist=["get_config"])
+  config = module.get_config("smoke")
+  if (method, form) != ("vicreg", "two_view"):
+    config.model.encoder = "mlp"
+    config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
+  config.loss.form, config.views.num_views = form, views
+  config.graph.kind = graph
+  return config
+
+
+def _batches(views, labelled, dtype, steps=2, batch=64):
+  """``steps`` global batches: views (V, B, 28, 28, 1) [+ labels (B,)]."""
+  rng = np.random.default_rng(0)
+  out = []
+  for _ in range(steps):
+    x = rng.uniform(size=(views, batch, 28, 28, 1)).astype(dtype)
+    # Labels of 10 classes, a quarter unknown (−1): rows and positives of the
+    # label graph fall on every device.
+    y = np.where(rng.uniform(size=batch) < 0.25, -1,
+                 rng.integers(0, 10, batch)).astype(np.int32)
+    out.append((x, y) if labelled else x)
+  return out
+
+
+def _initial_state(config, dtype):
+  """Host (numpy) TrainState of ``dtype``, shared by the 1- and 8-device runs."""
+  net = models.make_network(config.model.encoder,
+                            config.model.encoder_kwargs.to_dict(),
+                            config.model.projector, dtype)
+  # Plain SGD on the clipped gradient: the update is a smooth function of the
+  # gradient (Adam's g/sqrt(v) would blow a round-off-only gradient up to
+  # ±lr), and clipping keeps losses of large scale (‖ZZᵀ − G‖² on a label
+  # graph) from diverging in two steps.
+  tx = optax.chain(_record_grads(), optax.clip_by_global_norm(1.0),
+                   optax.sgd(0.05))
+  state = jax.device_get(
+      train.create_train_state(net, tx, jax.random.key(0), (28, 28, 1)))
+  cast = lambda tree: jax.tree.map(lambda a: np.asarray(a, dtype), tree)
+  params = cast(state.params)  # flax keeps float32 parameters by default
+  return state.replace(params=params, batch_stats=cast(state.batch_stats),
+                       opt_state=tx.init(params))
+
+
+def _run(config, state, devices, batches):
+  """Two steps on a mesh over ``devices``; returns numpy results and HLO."""
+
+  mesh = train.make_mesh(devices)
+  state = jax.device_put(state, NamedSharding(mesh, P()))
+  views_sharding = NamedSharding(mesh, P(None, "data"))
+  shardings = views_sharding
+  if train.uses_labels(config):
+    shardings = (views_sharding, NamedSharding(mesh, P("data")))
+  put = lambda b: jax.tree.map(jax.device_put, b, shardings)
+  step = train.sharded_train_step(config, mesh)
+  compiled = step.lower(state, put(batches[0])).compile()
+  losses, grads = [], []
+  for batch in batches:
+    state, metrics = compiled(state, put(batch))
+    losses.append(jax.device_get(metrics))
+    grads.append(jax.device_get(state.opt_state[0]))
+  final = jax.device_get((state.params, state.batch_stats, state.opt_state))
+  return {"loss terms": losses, "gradients": grads, "final state": final,
+          "hlo": compiled.as_text()}
+
+
+def _rel_diff(a, b):
+  """(max|a − b| / max|b| over all leaves of two pytrees, path of the leaf
+  with the largest |a − b|)."""
+  la, _ = jax.tree_util.tree_flatten_with_path(a)
+  lb = jax.tree.leaves(b)
+  assert len(la) == len(lb)
+  diffs = [float(np.max(np.abs(np.asarray(x, np.float64) - y), initial=0.0))
+           for (_, x), y in zip(la, lb)]
+  scale = max(float(np.max(np.abs(y), initial=0.0)) for y in lb)
+  worst = int(np.argmax(diffs))
+  return max(diffs) / scale, jax.tree_util.keystr(la[worst][0])
+
+
+def _all_gather_shapes(hlo):
+  """Result shapes of the all-gathers in compiled HLO text."""
+  shapes = []
+  for line in hlo.splitlines():
+    if "all-gather(" in line or "all-gather-start(" in line:
+      match = re.search(r"=\s*\(?\w+\[([\d,]*)\]", line)
+      shapes.append([int(d) for d in match.group(1).split(",") if d])
+  return shapes
+
+
+def _worker(cases):
+  # XLA's optimisation passes cost more than they save on these tiny
+  # programs; they reorder nothing across devices that the check relies on.
+  jax.config.update("jax_disable_most_optimizations", True)
+  assert jax.device_count() == NUM_DEVICES, jax.devices()
+  for dtype_name in RTOL:
+    with jax.enable_x64(dtype_name == "float64"):
+      dtype = np.dtype(dtype_name)
+      for method, form, views, graph in cases:
+        config = _config(method, form, views, graph)
+        batches = _batches(views, graph != "views", dtype)
+        state = _initial_state(config, dtype)
+        one = _run(config, state, jax.devices()[:1], batches)
+        many = _run(config, state, jax.devices(), batches)
+        rel = {k: _rel_diff(many[k], one[k])
+               for k in ("loss terms", "gradients", "final state")}
+        worst = {k: v[1] for k, v in rel.items()}
+        rel = {k: v[0] for k, v in rel.items()}
+        print(json.dumps({
+            "dtype": dtype_name, "method": method, "form": form,
+            "views": views, "graph": graph, "rel_diff": rel, "worst_leaf": worst,
+            "loss": float(one["loss terms"][0]["loss"]),
+            "has_all_reduce": "all-reduce" in many["hlo"],
+            "all_gathers": _all_gather_shapes(many["hlo"])}), flush=True)
+
+
+if __name__ == "__main__":
+  _worker([CASES[int(i)] for i in sys.argv[1].split(",")])
