@@ -8,11 +8,17 @@ jax.test_util.check_grads (float64 defaults).
 import doctest
 import functools
 import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import jax.extend.core as jax_core
 from jax.test_util import check_grads
 
 from ssljax import losses
@@ -223,6 +229,79 @@ class TestWmseErrors:
   def test_eps(self, eps):
     with pytest.raises(ValueError, match=r"eps must be in \[0, 1\)"):
       losses.wmse_two_view(jnp.ones((8, 2)), jnp.ones((8, 2)), eps=eps)
+
+
+# ---------------------------------------------------------------------------
+# No hang: batched LAPACK calls deadlocked XLA:CPU (full runs stalled).
+# ---------------------------------------------------------------------------
+
+# Runs in a subprocess pinned to 2 CPUs, so XLA's intra-op pool has the 2
+# threads of the machine where full runs stalled: before the fix, the jitted
+# loss+grad below deadlocked within 2-56 calls (both pool threads waiting in
+# jaxlib's ParallelBatchMap under lapack_strsm_ffi). It also feeds NaN and
+# rank-deficient batches, which must come back (as NaN), not hang.
+_NO_HANG_SCRIPT = textwrap.dedent("""
+    import json, os
+    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 2:
+      os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+    import jax, jax.numpy as jnp, numpy as np
+    from ssljax import losses
+
+    n, k, m = 1024, 64, 128  # 8 sub-batches per view
+    rng = np.random.default_rng(0)
+    z1 = rng.normal(size=(n, k)).astype(np.float32)
+    z2 = z1 + 0.3 * rng.normal(size=(n, k)).astype(np.float32)
+    loss_grad = jax.jit(jax.value_and_grad(
+        lambda a, b: losses.wmse_two_view(a, b, whitening_size=m), (0, 1)))
+    for _ in range(100):
+      loss, grads = jax.block_until_ready(loss_grad(z1, z2))
+    nan = z1.copy(); nan[3, 5] = np.nan
+    low_rank = z1.copy(); low_rank[:, 32:] = low_rank[:, :32]  # rank 32 < K
+    out = {"clean": float(loss),
+           "clean_grad_finite": bool(np.isfinite(np.asarray(grads[0])).all())}
+    for name, bad in (("nan", nan), ("low_rank", low_rank)):
+      loss, grads = jax.block_until_ready(loss_grad(bad, z2))
+      out[name] = float(loss)
+    print(json.dumps(out))
+""")
+
+
+class TestNoHang:
+
+  def test_jitted_loss_and_grad_return(self):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", JAX_PLATFORMS="cpu")
+    try:
+      run = subprocess.run([sys.executable, "-c", _NO_HANG_SCRIPT], env=env,
+                           capture_output=True, text=True, timeout=180,
+                           check=False)
+    except subprocess.TimeoutExpired:
+      pytest.fail("jitted W-MSE loss+grad did not return within 180 s "
+                  "(XLA:CPU deadlock in batched LAPACK calls?)")
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert np.isfinite(out["clean"]) and out["clean_grad_finite"]
+    # Garbage in, NaN out (train.py then stops with FloatingPointError).
+    assert np.isnan(out["nan"]) and np.isnan(out["low_rank"])
+
+  def test_no_batched_lapack_calls(self):
+    # The structural cause of the deadlock: every Cholesky and triangular
+    # solve in the loss and its gradient must act on one (K, K) matrix.
+    z1, z2 = _pair(np.random.default_rng(12), 24, 3)
+    fn = jax.value_and_grad(
+        lambda a, b: losses.wmse_two_view(a, b, whitening_size=6), (0, 1))
+    ranks = _lapack_operand_ranks(jax.make_jaxpr(fn)(z1, z2).jaxpr)
+    assert ranks and set(ranks) == {2}, ranks
+
+
+def _lapack_operand_ranks(jaxpr) -> list[int]:
+  """Ranks of the matrix operand of every cholesky/triangular_solve."""
+  ranks = []
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name in ("cholesky", "triangular_solve"):
+      ranks.append(eqn.invars[0].aval.ndim)
+    for sub in jax_core.jaxprs_in_params(eqn.params):
+      ranks += _lapack_operand_ranks(sub)
+  return ranks
 
 
 def test_doctests():

@@ -49,7 +49,11 @@ def _check_rows_for_rank(m: int, k: int, eps, name: str) -> None:
 
 
 def _whiten(z_MxK: jax.Array, eps) -> jax.Array:
-  """(z − m)L⁻ᵀ, LLᵀ = (1 − eps)·cov(z, ddof=1) + eps·I, L lower."""
+  """(z − m)L⁻ᵀ, LLᵀ = (1 − eps)·cov(z, ddof=1) + eps·I, L lower.
+
+  z_MxK is one sub-batch (rank 2): see `_whiten_sub_batches` for why it is
+  never vmapped. A non-positive-definite Σ gives NaN, not an error.
+  """
   m, k = z_MxK.shape
   zc_MxK = z_MxK - jnp.mean(z_MxK, axis=0, keepdims=True)
   cov_KxK = zc_MxK.T @ zc_MxK / (m - 1)
@@ -136,7 +140,14 @@ def wmse_two_view_terms(
   and repeats this `w_iter` times, averaging; here the caller permutes
   (e.g. `jax.random.permutation`, the same for z1 and z2) and repeats if
   wanted, so the function stays deterministic. The paper uses M = 2K
-  (official `w_size` 128 for K = 64); M must exceed K when eps = 0.
+  (official `w_size` 128 for K = 64); M must exceed K when eps = 0. Each
+  sub-batch gets its own unbatched Cholesky: do not `jax.vmap` this
+  function on CPU (batched LAPACK calls can deadlock XLA's thread pool, see
+  `_whiten_sub_batches`).
+
+  A sub-batch whose covariance is singular (rank < K with eps = 0) has no
+  Cholesky factor: the loss and its gradient are then NaN, and the training
+  loop stops with FloatingPointError.
 
   Args:
     z1: (N, K) embeddings of view 1, float32 or float64.
@@ -189,19 +200,31 @@ def wmse_two_view_terms(
   return _wmse_terms_core(z1_NxK, z2_NxK, eps, m=m)
 
 
+def _whiten_sub_batches(z_NxK: jax.Array, eps, m: int) -> jax.Array:
+  """Whitens rows [jm, (j+1)m) apart, one unbatched Cholesky per sub-batch.
+
+  A Python loop on purpose, not jax.vmap (which this code used until the
+  full runs stalled). On CPU, jaxlib 0.10's LAPACK kernels with a batch
+  dimension (potrf, trsm) hand slices of the batch to XLA's intra-op thread
+  pool and block until they are done (`jax::ParallelBatchMap`). When as many
+  batched calls as the pool has threads run at once, as the two views'
+  independent whitenings did on a 2-core machine, every pool thread waits
+  for work queued behind itself and the step never returns (gdb on a
+  stalled run: both `tf_XLAEigen` threads in `BlockingCounter::Wait` under
+  `lapack_strsm_ffi`). Unbatched calls run inline on the calling thread.
+  The official code also loops over sub-batches. Do not `jax.vmap` the
+  W-MSE loss on CPU for the same reason.
+  """
+  n = z_NxK.shape[0]
+  return jnp.concatenate([_whiten(z_NxK[s:s + m], eps) for s in range(0, n, m)])
+
+
 @functools.partial(jax.jit, static_argnames=("m",))
 def _wmse_terms_core(z1_NxK, z2_NxK, eps, *, m: int):
   """Terms on validated inputs; sub-batches of m rows are whitened apart."""
   dtype = jnp.result_type(z1_NxK, z2_NxK)
-  n, k = z1_NxK.shape
-  whiten_slices = jax.vmap(_whiten, in_axes=(0, None))
-
-  def whiten_view(z_NxK):
-    z_SxMxK = z_NxK.astype(dtype).reshape(n // m, m, k)
-    return whiten_slices(z_SxMxK, eps).reshape(n, k)
-
-  u1_NxK = _unit_rows(whiten_view(z1_NxK))
-  u2_NxK = _unit_rows(whiten_view(z2_NxK))
+  u1_NxK = _unit_rows(_whiten_sub_batches(z1_NxK.astype(dtype), eps, m))
+  u2_NxK = _unit_rows(_whiten_sub_batches(z2_NxK.astype(dtype), eps, m))
   cosine = jnp.mean(jnp.sum(u1_NxK * u2_NxK, axis=1))
   return {"cosine": cosine, "loss": 2.0 - 2.0 * cosine}
 
