@@ -79,3 +79,58 @@ def test_full_run(tmp_path, name):
   module.run(_pal.parse_args("t", ["--out", str(tmp_path), "--trials", "10"]))
   for stem in outputs:
     assert (tmp_path / f"{stem}.json").exists()
+
+
+# ---------------------------------------------------------------------------
+# experiments/pal_neural.py: the PAL loop with a network on Fashion-MNIST.
+# ---------------------------------------------------------------------------
+
+import pal_neural  # noqa: E402
+
+
+def _tiny_rows(n=30, views=2):
+  y = np.arange(n) % 10
+  return {"y_rows": np.tile(y, views), "groups": np.tile(np.arange(n), views)}
+
+
+def test_neural_oracles_count_pair_answers():
+  """Every oracle spends per_step answers a round (mixed: up to its budget);
+  an SSL minibatch of B rows shows B/2 view pairs, the same per_step."""
+  cfg = dict(pal_neural._FAST, per_step=6, batch=12, mix_budget=10)
+  assert pal_neural.ssl_pairs_per_step(cfg) == 6
+  d = _tiny_rows()
+  rng = np.random.default_rng(0)
+  spent = {kind: [pal_neural.make_oracle(kind, d, cfg, 0).query(rng)
+                  for _ in range(1)] for kind in pal_neural.KINDS}
+  assert spent["ssl"] == [0] and spent["passive"] == [6]
+  mixed = pal_neural.make_oracle("mixed", d, cfg, 0)
+  rounds = [mixed.query(rng) for _ in range(4)]
+  assert sum(rounds) == mixed.labels.labeler.cost.answers
+  assert 10 <= sum(rounds) < 10 + 6 and rounds[-1] == 0
+  assert mixed.labels.graph.same(0, 30)  # views are free positives
+  with pytest.raises(ValueError, match="kind"):
+    pal_neural.make_oracle("nope", d, cfg, 0)
+
+
+@pytest.mark.slow  # ~90 s of CPU: 8 run_pal compiles and the probes
+def test_neural_fast_run_writes_png_and_json(tmp_path, fmnist_data_dir):
+  args = pal_neural.parse_args("t", ["--out", str(tmp_path), "--fast",
+                                     "--data-dir", fmnist_data_dir])
+  res = pal_neural.run(args)
+  assert (tmp_path / "pal_neural.png").stat().st_size > 0
+  data = json.loads((tmp_path / "pal_neural.json").read_text())
+  assert data["seeds"] == 2 and set(data["curves"]) == set(pal_neural.KINDS)
+  assert _check_stats(data["curves"]) >= 4 * 6
+  cfg = res["config"]
+  for kind, c in res["curves"].items():
+    for metric in ("probe", "knn"):
+      assert np.all((c[metric]["mean"] > 0) & (c[metric]["mean"] <= 1))
+    assert c["x"]["mean"][0] == 0 and np.all(np.diff(c["x"]["mean"]) > 0)
+    # The initial network is shared by every oracle of a seed.
+    np.testing.assert_array_equal(
+        c["probe"]["mean"][0], res["curves"]["ssl"]["probe"]["mean"][0])
+  np.testing.assert_array_equal(res["curves"]["passive"]["answers"]["mean"],
+                                [0] + list(cfg["budgets"]))
+  assert res["curves"]["mixed"]["answers"]["mean"][-1] < (
+      cfg["mix_budget"] + cfg["per_step"])
+  assert 0 < data["baselines"]["raw_pixels"]["probe"] <= 1
