@@ -88,6 +88,16 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.checkpoint_every_steps = 200  # orbax checkpoint period
   c.keep_checkpoints = 2  # newest checkpoints kept
 
+  # Multi-process (multi-host) runs: ssljax.distributed, README "Multi-host".
+  # Each None falls back to the environment variable named, then to jax's
+  # cluster detection (SLURM srun, Open MPI, Cloud TPU pod slices).
+  c.distributed = config_dict.ConfigDict()
+  c.distributed.enabled = False  # call jax.distributed.initialize at start
+  # "host:port" of process 0's coordinator ($JAX_COORDINATOR_ADDRESS)
+  c.distributed.coordinator_address = config_dict.placeholder(str)
+  c.distributed.num_processes = config_dict.placeholder(int)  # $JAX_NUM_PROCESSES
+  c.distributed.process_id = config_dict.placeholder(int)  # $JAX_PROCESS_ID
+
   c.eval = config_dict.ConfigDict()
   c.eval.batch_size = 1000  # feature-extraction batch
   c.eval.probe_l2_grid = (1e-6, 1e-5, 1e-4, 1e-3)  # L2 on ½‖W‖², chosen on val
