@@ -260,6 +260,7 @@ def _plot(out, curves: dict, baselines: dict, linthresh: float) -> None:
     ax.axhline(baselines["raw_pixels"][metric], color="grey", ls="--",
                label="raw pixels")
     ax.set_xscale("symlog", linthresh=linthresh)  # linear up to 1st budget
+    ax.set_xlim(left=0)
     ax.set(xlabel="pairs revealed (labeler answers; + SSL pairs for ssl/"
                   "mixed)",
            ylabel=f"{metric} test accuracy",
