@@ -423,6 +423,56 @@ class TestKernel:
     np.testing.assert_allclose(b.coef @ b.z.T, a.coef @ a.z.T, rtol=1e-5,
                                atol=1e-6)
 
+  @pytest.mark.parametrize("k", [3, 8])
+  def test_subspace_count_matches_eigh(self, k):
+    # G = YYᵀ with 5 classes: M = G − (ridge/2)K⁻¹ has k₊ = 5 eigenvalues
+    # above the clip threshold τ = 1e-8·λ_max(G). k = 3 < k₊ stops on the
+    # Ritz count alone; k = 8 > k₊ needs the Cholesky certificate that no
+    # sixth eigenvalue is above τ. Float64 tolerances: ZZᵀ to 1e-8 of its
+    # largest entry, the k₊ kept eigenvalues to 1e-8·λ_max(G).
+    rng = np.random.default_rng(15)
+    n = 150
+    labels = rng.integers(0, 5, n)
+    x = jnp.asarray(rng.standard_normal((5, 3))[labels]
+                    + 0.5 * rng.standard_normal((n, 3)))
+    y = _y(labels)
+    g = y @ y.T
+    kmat = spectral.gaussian_kernel(x, x, 1.5) + 1e-6 * jnp.eye(n)
+    a = spectral.kernel_embedding(kmat, g, k, 0.1, method="eigh")
+    b = spectral.kernel_embedding(kmat, g, k, 0.1, method="subspace")
+    scale = float(jnp.max(jnp.sum(g, axis=1)))  # Gershgorin bound, = λ_max
+    tau = 1e-8 * scale
+    k_pos = min(k, 5)
+    assert float(a.eigenvalues[k_pos - 1]) > 1.0
+    assert np.all(np.asarray(a.eigenvalues[k_pos:]) <= tau)
+    np.testing.assert_allclose(b.eigenvalues[:k_pos], a.eigenvalues[:k_pos],
+                               rtol=0, atol=1e-8 * scale)
+    # Beyond k₊: Ritz values, lower bounds of eigenvalues <= τ; zero columns.
+    assert np.all(np.asarray(b.eigenvalues[k_pos:]) <= tau)
+    np.testing.assert_array_equal(b.z[:, k_pos:], 0.0)
+    zz = a.z @ a.z.T
+    np.testing.assert_allclose(b.z @ b.z.T, zz, rtol=0,
+                               atol=1e-8 * float(jnp.max(jnp.abs(zz))))
+
+  def test_cholesky_certificate(self):
+    # λ_{r+1}(m) < bound iff the deflated shifted Cholesky succeeds, when U
+    # holds the top-r eigenvectors; it never succeeds wrongly (any U).
+    rng = np.random.default_rng(16)
+    n = 40
+    q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    lam = np.concatenate([[5.0, 3.0, 1e-3], -rng.uniform(0.1, 50.0, n - 3)])
+    m = (q * lam) @ q.T
+    m = 0.5 * (m + m.T)
+    holds = lambda r, bound, u=q: spectral._no_eigenvalue_above(
+        m, u[:, :r], lam[:r], bound, 5.0)
+    assert holds(2, 1e-2)  # λ_3 = 1e-3 < 1e-2
+    assert not holds(2, 1e-4)  # λ_3 = 1e-3 > 1e-4
+    assert not holds(1, 1e-2)  # λ_2 = 3 is not deflated
+    assert holds(0, 6.0) and not holds(0, 4.0)
+    # A wrong U cannot fake the certificate: 2 random directions.
+    u_bad, _ = np.linalg.qr(rng.standard_normal((n, 2)))
+    assert not holds(2, 1e-2, u_bad)
+
   def test_kernels(self):
     rng = np.random.default_rng(13)
     x, y = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))

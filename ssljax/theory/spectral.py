@@ -13,7 +13,9 @@ compare solutions through ZZᵀ, spans or principal angles, not entrywise.
 
 Dense eigendecompositions use `jnp.linalg.eigh`. For large N,
 `kernel_embedding` switches to a shift-inverted block subspace iteration
-(on Cholesky factors) that finds only the top k eigenpairs: N = 4000 in a
+that finds only the top k eigenpairs and needs only Cholesky
+factorisations (of K, then K⁻¹ from it; of a shifted M; and of a deflated
+shifted M that certifies how many eigenvalues are kept): N = 4000 in a
 few seconds on 2 CPU cores (`benchmarks/theory.py`), where a full eigh
 takes tens of seconds.
 
@@ -128,75 +130,123 @@ def _sorted_eigh(m_NxN: jax.Array) -> tuple[jax.Array, jax.Array]:
   return mu_N[::-1], u_NxN[:, ::-1]
 
 
-def _count_above(m_NxN: np.ndarray, tau: float) -> int:
-  """Number of eigenvalues of symmetric m above tau (Sylvester inertia).
+def _potrf_sym(a_NxN: np.ndarray):
+  """Cholesky factor of the symmetric C-ordered a, in place (no copy).
 
-  Uses the Bunch–Kaufman factorisation m − τI = L D Lᵀ: D has the same
-  inertia, and its 1×1 and 2×2 diagonal blocks are cheap to count.
+  Passes the Fortran-ordered view aᵀ (= a) with lower=True, so LAPACK
+  works on a's memory instead of a transposed copy. Reads only the upper
+  triangle of a. Returns (c, info) as LAPACK's potrf: (c, True) is a
+  `scipy.linalg.cho_solve` factor when info == 0; info > 0 means a is not
+  (numerically) positive definite.
   """
-  n = m_NxN.shape[0]
-  shifted_NxN = m_NxN - tau * np.eye(n)
-  _, d_NxN, _ = scipy.linalg.ldl(shifted_NxN, overwrite_a=True,
-                                 check_finite=False)
-  diag_N, sub_N = np.diagonal(d_NxN), np.diagonal(d_NxN, -1)
-  count, i = 0, 0
-  while i < n:
-    if i + 1 < n and sub_N[i] != 0.0:  # 2×2 block
-      block = np.array([[diag_N[i], sub_N[i]], [sub_N[i], diag_N[i + 1]]])
-      count += int(np.count_nonzero(np.linalg.eigvalsh(block) > 0))
-      i += 2
-    else:
-      count += int(diag_N[i] > 0)
-      i += 1
-  return count
+  potrf = scipy.linalg.get_lapack_funcs("potrf", (a_NxN,))
+  return potrf(a_NxN.T, lower=True, overwrite_a=True, clean=False)
+
+
+def _symmetrize_upper(a_NxN: np.ndarray, block: int = 256) -> np.ndarray:
+  """Copies the upper triangle of square a into its lower one, in place.
+
+  Block by block, so the transposed reads stay in cache and no N×N
+  temporary is allocated. Returns a.
+  """
+  n = a_NxN.shape[0]
+  for i in range(0, n, block):
+    j = min(i + block, n)
+    a_NxN[j:, i:j] = a_NxN[i:j, j:].T
+    diag_bxb = a_NxN[i:j, i:j]
+    diag_bxb[...] = np.triu(diag_bxb) + np.triu(diag_bxb, 1).T
+  return a_NxN
+
+
+def _no_eigenvalue_above(m_NxN: np.ndarray, u_Nxr: np.ndarray,
+                         mu_r: np.ndarray, bound: float, scale: float) -> bool:
+  """True only if λ_{r+1}(m) < bound (certified by one Cholesky).
+
+  With c_i = μ_i − bound + scale > 0 and m' = m − U diag(c) Uᵀ, Weyl's
+  inequality for the PSD rank-r term gives λ_{r+1}(m) <= λ_1(m'), and a
+  successful Cholesky factorisation of bound·I − m' proves λ_1(m') < bound.
+  This holds for any U (N, r) and μ > bound − scale; with converged Ritz
+  pairs (U, μ) of the top r eigenvalues, m' has the other eigenvalues of m
+  (up to O(residual²)) and those r moved to bound − scale, so the test
+  succeeds whenever λ_{r+1}(m) < bound by more than the rounding error.
+  """
+  a_NxN = (u_Nxr * (mu_r - bound + scale)[None, :]) @ u_Nxr.T
+  a_NxN -= m_NxN
+  a_NxN[np.diag_indices_from(a_NxN)] += bound
+  _, info = _potrf_sym(a_NxN)
+  return info == 0
 
 
 def _top_eigenpairs_subspace(m_NxN: np.ndarray, k: int, upper: float, *,
                              tol: float = 1e-10, clip_tol: float = 1e-8,
                              max_iter: int = 1000):
-  """Top-k eigenpairs of symmetric m (numpy float64), clipped at ~0.
+  """Top-k eigenpairs of symmetric m (numpy float64, C order), clipped at ~0.
 
-  `upper` must bound λ_max(m) from above; scale = max(|upper|, 1).
-  1. Inertia (`_count_above`) gives k₊, the number of eigenvalues above
-     τ = clip_tol·scale; only min(k, k₊) pairs are computed accurately, the
-     rest are clipped (zero columns), which changes the objective by at most
-     k·τ². Without this, a cluster of eigenvalues near 0 (directions where
-     G ≈ 0) would never separate.
-  2. With σ = upper + margin, σI − m is positive definite, so one Cholesky
-     factorisation gives T = (σI − m)⁻¹, whose largest eigenvalues 1/(σ − μ)
-     belong to the largest μ of m. Block subspace iteration on T with
-     Rayleigh–Ritz on m then costs O(N²k) per step, until the residuals
-     ‖m u − μ u‖ of the k₊ kept pairs are <= tol·scale.
-  Returns (μ (k,), U (N, k), k₊) with μ descending.
+  `upper` must bound λ_max(m) from above; scale = max(|upper|, 1), clip
+  threshold τ = clip_tol·scale, residual tolerance tol·scale.
+  1. With σ = upper + 0.01·scale, σI − m is positive definite, so one
+     Cholesky factorisation gives T = (σI − m)⁻¹, whose largest eigenvalues
+     1/(σ − μ) belong to the largest μ of m. Block subspace iteration on T
+     (p = k + max(8, k // 2) columns) with Rayleigh–Ritz on m costs O(N²p)
+     per step.
+  2. k₊: Ritz values are lower bounds (Cauchy interlacing: the i-th Ritz
+     value is <= λ_i(m)), so r = min(k, #{Ritz values > τ}) eigenvalues
+     are certainly above τ. Once the residuals ‖m u − μ u‖ of these r
+     pairs are <= tol·scale: if r = k, done; else `_no_eigenvalue_above`
+     certifies λ_{r+1}(m) < τ + tol·scale with one more Cholesky of the
+     deflated, shifted m. If it fails (an eigenvalue above τ + tol·scale is
+     not yet resolved), iteration goes on and the test is repeated once r
+     has changed. So k₊ = r: eigenvalues <= τ (and any in (τ, τ + tol·scale]
+     whose Ritz value is still <= τ) are clipped (zero columns), which
+     changes the objective by at most k·(τ + tol·scale)². Without the
+     clipping, a cluster of eigenvalues near 0 (directions where G ≈ 0)
+     would never separate.
+  Returns (μ (k,), U (N, k), k₊) with μ descending; columns k₊.. of U and
+  μ are unconverged Ritz estimates. Warns if max_iter is reached; raises
+  ValueError if σI − m is not positive definite (`upper` too small).
   """
   n = m_NxN.shape[0]
   scale = max(abs(upper), 1.0)
-  k_pos = min(k, _count_above(m_NxN, clip_tol * scale))
+  tau, res_tol = clip_tol * scale, tol * scale
   p = min(n, k + max(8, k // 2))
   sigma = upper + 1e-2 * scale
   shifted_NxN = -m_NxN
   shifted_NxN[np.diag_indices(n)] += sigma
-  chol = scipy.linalg.cho_factor(shifted_NxN, overwrite_a=True,
-                                 check_finite=False)
-  x_Nxp, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((n, p)))
+  chol, info = _potrf_sym(shifted_NxN)
+  if info != 0:
+    raise ValueError(f"upper = {upper} does not bound λ_max(m) from above")
+  # Householder QR (scipy's is several times faster than np.linalg.qr on
+  # these tall N×p blocks).
+  qr = lambda a: scipy.linalg.qr(a, mode="economic", check_finite=False)[0]
+  x_Nxp = qr(np.random.default_rng(0).standard_normal((n, p)))
+  r, failed_r = 0, -1  # failed_r: r at the last failed certificate
   for _ in range(max_iter):
-    x_Nxp, _ = np.linalg.qr(scipy.linalg.cho_solve(chol, x_Nxp,
-                                                   check_finite=False))
+    x_Nxp = qr(scipy.linalg.cho_solve((chol, True), x_Nxp, check_finite=False))
     mx_Nxp = m_NxN @ x_Nxp
     mu_p, e_pxp = np.linalg.eigh(0.5 * (x_Nxp.T @ mx_Nxp + mx_Nxp.T @ x_Nxp))
     order = np.argsort(-mu_p)
     mu_p, e_pxp = mu_p[order], e_pxp[:, order]
     x_Nxp, mx_Nxp = x_Nxp @ e_pxp, mx_Nxp @ e_pxp
-    res = np.linalg.norm(mx_Nxp[:, :k_pos] - x_Nxp[:, :k_pos] * mu_p[:k_pos],
-                         axis=0)
-    if np.all(res <= tol * scale):
+    r = min(k, int(np.count_nonzero(mu_p > tau)))
+    res = np.linalg.norm(mx_Nxp[:, :r] - x_Nxp[:, :r] * mu_p[:r], axis=0)
+    if np.any(res > res_tol):
+      continue
+    if r == k:
       break
+    if r != failed_r:
+      if _no_eigenvalue_above(m_NxN, x_Nxp[:, :r], mu_p[:r], tau + res_tol,
+                              scale):
+        break
+      failed_r = r
   else:
     warnings.warn(
         f"kernel_embedding(method='subspace'): no convergence in {max_iter}"
-        f" iterations (max residual {np.max(res):.3g}); the k-th eigenvalue"
-        " is nearly repeated, method='eigh' is exact")
-  return mu_p[:k], x_Nxp[:, :k], k_pos
+        f" iterations ({r} Ritz values above the clip threshold {tau:.3g},"
+        f" max residual {np.max(res, initial=0.0):.3g} vs {res_tol:.3g}"
+        + (", no certificate that no other eigenvalue is above it" if r < k
+           else "") + "); an eigenvalue is nearly repeated or close to the"
+        " threshold, method='eigh' is exact")
+  return mu_p[:k], x_Nxp[:, :k], r
 
 
 def _gershgorin_upper(m_NxN) -> float:
@@ -394,8 +444,10 @@ class KernelEmbedding(NamedTuple):
     coef: (N, k) coefficients K⁻¹Z*, so f(x)ᵀ = k(x, X) @ coef (rows).
     eigenvalues: (k,) top eigenvalues μ of G − (ridge/2)K⁻¹, descending and
       not clipped (columns with μ <= 0 are zero in z). With
-      method="subspace", values below 1e-8·λ_max(G) are unconverged Ritz
-      estimates (their columns are zero).
+      method="subspace", values below the clip threshold 1e-8·scale
+      (scale: Gershgorin bound of λ_max(G)) are unconverged Ritz estimates,
+      lower bounds of eigenvalues below the threshold (their columns are
+      zero).
   """
   z: jax.Array
   coef: jax.Array
@@ -432,16 +484,30 @@ def kernel_embedding(kernel_matrix, g, k: int, ridge: float, *,
   Z* exactly.
 
   Methods: "eigh" (dense eigendecompositions of K and M; exact, handles
-  repeated eigenvalues, O(N³) with a large constant), "subspace" (Cholesky
-  of K, K⁻¹ from it, Cholesky of σI − M with σ >= λ_max(G) from a
-  Gershgorin bound, LDLᵀ inertia to count the eigenvalues above
-  1e-8·λ_max(G) (smaller ones are clipped to 0), then block subspace
-  iteration with Rayleigh–Ritz for the top k of (σI − M)⁻¹: four O(N³/3)
-  factorisations plus O(N²k) per step,
-  much faster for large N and small k; it warns if the k-th eigenvalue is
-  nearly repeated and it does not converge) and "auto" (eigh for
-  N <= 2000, else subspace). The subspace path runs in NumPy
-  float64 and casts back.
+  repeated eigenvalues, O(N³) with a large constant), "subspace" (for
+  large N and small k) and "auto" (eigh for N <= 2000, else subspace).
+  The subspace path runs in NumPy float64 and casts back. With b the
+  Gershgorin bound of G (b >= λ_max(G) >= λ_max(M), as K⁻¹ is positive
+  definite) and scale = max(|b|, 1), it
+    1. factors K = LLᵀ (Cholesky; also used for coef) and forms K⁻¹ from
+       L (LAPACK potri), hence M explicitly;
+    2. factors σI − M, σ = b + 0.01·scale (positive definite), and runs
+       block subspace iteration on (σI − M)⁻¹ with p = k + max(8, k // 2)
+       columns and Rayleigh–Ritz on M, O(N²p) per step, until the
+       residuals ‖Mu − μu‖ of the kept pairs are <= 1e-10·scale;
+    3. keeps the pairs whose Ritz value exceeds τ = 1e-8·scale (Ritz
+       values are lower bounds of the eigenvalues, so these are certainly
+       above τ). If fewer than k, one Cholesky factorisation of
+       (τ + 1e-10·scale)I − M + U diag(c) Uᵀ (U the kept Ritz vectors,
+       c > 0) certifies by Weyl's inequality that no other eigenvalue
+       exceeds τ + 1e-10·scale; if it fails, iteration continues. The other
+       columns are clipped to 0 (objective change <= k·(1.01τ)²), which
+       also stops a cluster of eigenvalues near 0 from stalling the
+       iteration.
+  That is two or three O(N³/3) Cholesky factorisations, one O(2N³/3)
+  inverse and O(N²p) per step (no indefinite LDLᵀ, which parallelises
+  poorly); it warns if it does not converge in 1000 steps (the k-th
+  eigenvalue nearly repeated, or one within rounding of τ).
 
   Args:
     kernel_matrix: (N, N) symmetric positive definite kernel matrix K,
@@ -490,23 +556,25 @@ def kernel_embedding(kernel_matrix, g, k: int, ridge: float, *,
     coef_Nxk = kinv_NxN @ z_Nxk
     return KernelEmbedding(z_Nxk, coef_Nxk, mu_k)
 
-  kmat_np = np.array(jax.device_get(kmat_NxN), dtype=np.float64)
-  g_np = np.array(jax.device_get(g_NxN), dtype=np.float64)
-  try:
-    chol_k = scipy.linalg.cho_factor(kmat_np, lower=False, check_finite=False)
-  except np.linalg.LinAlgError:
-    raise _kernel_not_pd_error(kmat_np) from None
-  potri = scipy.linalg.get_lapack_funcs("potri", (chol_k[0],))
-  kinv_np, info = potri(chol_k[0], lower=False)
+  # float64 C-ordered host copies; the LAPACK calls below get Fortran-
+  # ordered transposed views of these symmetric matrices (no copies).
+  kmat_np = np.array(jax.device_get(kmat_NxN), dtype=np.float64, order="C")
+  g_np = np.asarray(jax.device_get(g_NxN), dtype=np.float64)
+  chol_k, info = _potrf_sym(kmat_np)  # overwrites kmat_np
+  if info == 0:
+    potri = scipy.linalg.get_lapack_funcs("potri", (chol_k,))
+    kinv_lower, info = potri(chol_k, lower=True)  # lower triangle of K⁻¹
   if info != 0:
-    raise _kernel_not_pd_error(kmat_np)
-  kinv_np = np.triu(kinv_np) + np.triu(kinv_np, 1).T  # potri fills one half
-  m_np = g_np - (0.5 * ridge) * kinv_np
+    raise _kernel_not_pd_error(
+        np.asarray(jax.device_get(kmat_NxN), dtype=np.float64))
+  m_np = _symmetrize_upper(kinv_lower.T)  # C-ordered K⁻¹, in place
+  m_np *= -0.5 * ridge
+  m_np += g_np  # M = G − (ridge/2)K⁻¹
   mu_k, u_Nxk, k_pos = _top_eigenpairs_subspace(m_np, k,
                                                  _gershgorin_upper(g_np))
   z_np = u_Nxk * np.sqrt(np.maximum(mu_k, 0.0))[None, :]
   z_np[:, k_pos:] = 0.0  # eigenvalues <= clip_tol·scale: clipped
-  coef_np = scipy.linalg.cho_solve(chol_k, z_np, check_finite=False)
+  coef_np = scipy.linalg.cho_solve((chol_k, True), z_np, check_finite=False)
   return KernelEmbedding(jnp.asarray(z_np, dtype), jnp.asarray(coef_np, dtype),
                          jnp.asarray(mu_k, dtype))
 
