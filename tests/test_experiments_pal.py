@@ -112,7 +112,7 @@ def test_neural_oracles_count_pair_answers():
     pal_neural.make_oracle("nope", d, cfg, 0)
 
 
-@pytest.mark.slow  # ~90 s of CPU: 8 run_pal compiles and the probes
+@pytest.mark.slow  # ~2.5 min CPU (7 min wall on the loaded box): 8 run_pal compiles, probes
 def test_neural_fast_run_writes_png_and_json(tmp_path, fmnist_data_dir):
   args = pal_neural.parse_args("t", ["--out", str(tmp_path), "--fast",
                                      "--data-dir", fmnist_data_dir])
