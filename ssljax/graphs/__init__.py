@@ -8,7 +8,8 @@ A graph is either a dense array or a `jax.experimental.sparse.BCOO` with two
 sparse dimensions (no batch or dense dimensions). `degree`, `validate_graph`,
 `laplacian` and `mixed_graph` accept both and return the same kind; the
 constructors return dense arrays unless called with `sparse=True`;
-`to_bcoo` / `to_dense` convert. Duplicate BCOO entries are summed, as in
+`to_bcoo` / `to_dense` convert. Graphs over a whole dataset (N too large
+for (N, N)) are `EdgeGraph` edge lists (`ssljax.graphs.edges`). Duplicate BCOO entries are summed, as in
 `BCOO.todense()`.
 
 References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
@@ -25,6 +26,12 @@ from ssljax.graphs._core import laplacian
 from ssljax.graphs._core import to_bcoo
 from ssljax.graphs._core import to_dense
 from ssljax.graphs._core import validate_graph
+from ssljax.graphs.edges import EdgeGraph
+from ssljax.graphs.edges import knn_edges
+from ssljax.graphs.edges import load_edge_list
+from ssljax.graphs.edges import pixel_features
+from ssljax.graphs.edges import supervised_edges
+from ssljax.graphs.edges import symmetrize_edges
 from ssljax.graphs.knn import knn_graph
 from ssljax.graphs.labels import mixed_graph
 from ssljax.graphs.labels import normalized_supervised_graph
@@ -36,4 +43,7 @@ __all__ = [
     "views_graph", "supervised_graph", "normalized_supervised_graph",
     "mixed_graph", "signed_graph", "knn_graph", "laplacian", "degree",
     "validate_graph", "is_bcoo", "to_bcoo", "to_dense",
+    # Whole-dataset graphs as edge lists (memory O(E)): ssljax.graphs.edges.
+    "EdgeGraph", "symmetrize_edges", "knn_edges", "pixel_features",
+    "supervised_edges", "load_edge_list",
 ]
