@@ -3,6 +3,9 @@
 Importing this package registers the ``fashion_mnist_local`` tfds builder.
 """
 
+from ssljax.data.edges import edge_batches
+from ssljax.data.edges import edge_tables
+from ssljax.data.edges import sample_edges
 from ssljax.data.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
 from ssljax.data.fashion_mnist import FashionMnistLocal
 from ssljax.data.fashion_mnist import find_fashion_mnist_files
@@ -17,8 +20,11 @@ __all__ = [
     "DatasetUnavailableError",
     "FashionMnistLocal",
     "augment",
+    "edge_batches",
+    "edge_tables",
     "find_fashion_mnist_files",
     "load_split",
+    "sample_edges",
     "steps_per_epoch",
     "view_batches",
 ]
