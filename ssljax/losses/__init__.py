@@ -17,6 +17,7 @@ from ssljax.losses.barlow_twins import barlow_twins
 from ssljax.losses.barlow_twins import barlow_twins_terms
 from ssljax.losses.barlow_twins import barlow_twins_two_view
 from ssljax.losses.barlow_twins import barlow_twins_two_view_terms
+from ssljax.losses.edge_sampled import edge_vic2_terms
 from ssljax.losses.frossl import frossl
 from ssljax.losses.frossl import frossl_terms
 from ssljax.losses.simclr import simclr
@@ -41,3 +42,4 @@ __all__ += ["simclr", "simclr_terms", "simclr_two_view", "simclr_two_view_terms"
 __all__ += ["barlow_twins", "barlow_twins_terms", "barlow_twins_two_view",
             "barlow_twins_two_view_terms", "spectral_contrastive",
             "spectral_contrastive_terms", "spectral_contrastive_two_view"]
+__all__ += ["edge_vic2_terms"]  # whole-dataset graphs sampled by edges
