@@ -65,11 +65,21 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # The graph G of the "graph" loss form (ssljax.methods.batch_graph). "views":
   # the V-view SSL graph; "supervised": same-label rows of the batch; "mixed":
   # (1 − alpha)·views + alpha·supervised. Label graphs need form = "graph".
+  # Graphs over the WHOLE train set (README "Large graphs"), trained on
+  # batches of sampled edges whose endpoints are the two views:
+  # "dataset_knn" | "dataset_supervised" | "edge_list" (configs/vicreg_knn_graph.py).
   c.graph = config_dict.ConfigDict()
-  c.graph.kind = "views"  # "views" | "supervised" | "mixed"
+  c.graph.kind = "views"  # "views" | "supervised" | "mixed" | dataset kinds
   c.graph.alpha = 0.5  # α of the mixed graph
   c.graph.label_fraction = 1.0  # fraction of train labels known to the graph
   c.graph.normalize = True  # scale the label graph to mean degree V − 1
+  c.graph.knn_k = 16  # dataset_knn: neighbours per image, before symmetrising
+  c.graph.knn_features = "pca"  # dataset_knn: "pixels" | "pca" (of pixels)
+  c.graph.knn_pca_dim = 50  # dataset_knn: principal components kept
+  c.graph.supervised_per_node = 16  # dataset_supervised: partners per image
+  c.graph.edge_list_path = ""  # edge_list: .npy (E, 2) or .npz edges/weights
+  c.graph.edge_sampling = "weighted"  # dataset kinds: "weighted" (∝ G_ij) | "uniform"
+  c.graph.augment_edges = True  # dataset kinds: augment both endpoints
 
   c.optim = config_dict.ConfigDict()
   c.optim.name = "adamw"  # "adamw" | "lars"

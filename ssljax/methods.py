@@ -21,7 +21,8 @@ import jax.numpy as jnp
 
 from ssljax import graphs, losses
 
-__all__ = ["METHODS", "FORMS", "GRAPH_KINDS", "Method", "check_method",
+__all__ = ["METHODS", "FORMS", "GRAPH_KINDS", "DATASET_GRAPH_KINDS", "Method",
+           "check_method",
            "batch_graph", "loss_terms"]
 
 
@@ -65,6 +66,12 @@ METHODS = {
 }
 FORMS = ("two_view", "multi_view", "graph")
 GRAPH_KINDS = ("views", "supervised", "mixed")
+# Graphs over the whole train set, trained on sampled edges
+# (ssljax.graphs.edges, ssljax.data.edge_batches): the two views of a batch
+# row are the endpoints of one edge. Form "two_view" uses the method's
+# original loss on the edge pairs; form "graph" is the unbiased edge
+# estimate of VIC² (losses.edge_vic2_terms), spectral_contrastive only.
+DATASET_GRAPH_KINDS = ("dataset_knn", "dataset_supervised", "edge_list")
 
 
 def check_method(method: str, form: str, num_views: int,
@@ -84,12 +91,32 @@ def check_method(method: str, form: str, num_views: int,
         f"{'graph' if 'graph' in offered else 'multi_view'!r}")
   if num_views < 2:
     raise ValueError(f"SSL losses need num_views >= 2, got {num_views}")
+  if graph_kind in DATASET_GRAPH_KINDS:
+    _check_dataset_graph(method, form, num_views, graph_kind)
+    return
   if graph_kind not in GRAPH_KINDS:
     raise ValueError(f"unknown graph kind {graph_kind!r}; expected one of "
-                     f"{GRAPH_KINDS}")
+                     f"{GRAPH_KINDS + DATASET_GRAPH_KINDS}")
   if graph_kind != "views" and form != "graph":
     raise ValueError(f"graph kind {graph_kind!r} needs loss form 'graph', got "
                      f"{form!r}")
+
+
+def _check_dataset_graph(method: str, form: str, num_views: int,
+                         graph_kind: str) -> None:
+  """Edge-sampled training: two views (the endpoints), two_view or VIC²."""
+  if num_views != 2:
+    raise ValueError(f"graph kind {graph_kind!r} samples edges, whose two "
+                     f"endpoints are the views: needs num_views=2, got "
+                     f"{num_views}")
+  if form == "graph" and method != "spectral_contrastive":
+    raise ValueError(f"graph kind {graph_kind!r} with form 'graph' is the "
+                     "unbiased edge estimate of VIC² (method "
+                     f"'spectral_contrastive'), got method {method!r}; use "
+                     "form 'two_view'")
+  if form == "multi_view":
+    raise ValueError(f"graph kind {graph_kind!r} needs form 'two_view' or "
+                     "'graph', got 'multi_view'")
 
 
 def batch_graph(kind: str, num_views: int, batch: int, labels=None, *,
@@ -150,7 +177,7 @@ def batch_graph(kind: str, num_views: int, batch: int, labels=None, *,
 
 
 def loss_terms(method: str, z_VxBxK: jax.Array, *, form: str, labels=None,
-               graph: dict | None = None, **hparams) -> dict:
+               graph: dict | None = None, edge_info=None, **hparams) -> dict:
   """Loss terms of ``method`` on the embeddings of V views.
 
   Args:
@@ -160,6 +187,9 @@ def loss_terms(method: str, z_VxBxK: jax.Array, *, form: str, labels=None,
     labels: int (B,) batch labels (−1 unknown) for label-defined graphs.
     graph: keyword arguments of ``batch_graph`` besides the sizes ("kind",
       "alpha", "normalize"); None means the V-view SSL graph.
+    edge_info: (3, 2, B) float row weights of an edge batch
+      (``ssljax.data.edge_batches(with_info=True)``), for form "graph" with a
+      kind of DATASET_GRAPH_KINDS; there z[0], z[1] are the edge endpoints.
     **hparams: keyword hyper-parameters of the loss (e.g. ``inv_weight``).
 
   Returns:
@@ -176,6 +206,10 @@ def loss_terms(method: str, z_VxBxK: jax.Array, *, form: str, labels=None,
     return spec.two_view(z_VxBxK[0], z_VxBxK[1], **hparams)
   if form == "multi_view":
     return spec.multi_view(z_VxBxK, **hparams)
+  if graph.get("kind") in DATASET_GRAPH_KINDS:
+    if edge_info is None:
+      raise ValueError("form 'graph' on a dataset graph needs edge_info")
+    return losses.edge_vic2_terms(z_VxBxK, edge_info)
   g_NxN = batch_graph(graph.pop("kind", "views"), num_views, batch, labels,
                       dtype=z_VxBxK.dtype, **graph)
   return spec.graph(z_VxBxK.reshape(num_views * batch, k), g_NxN, **hparams)

@@ -24,11 +24,12 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
-from ssljax import data, evaluate, methods, models
+from ssljax import data, evaluate, graphs, methods, models
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
            "create_network", "create_train_state", "train_step",
-           "sharded_train_step", "uses_labels", "known_labels", "make_mesh",
+           "sharded_train_step", "uses_labels", "uses_edges", "dataset_graph",
+           "known_labels", "make_mesh",
            "extract_features", "train_and_evaluate"]
 
 
@@ -97,7 +98,9 @@ def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
   Args:
     state: TrainState (replicated).
     batch: views (V, B, H, W, C) float32 sharded along B, or a pair (views,
-      labels (B,) int32) when the loss graph comes from labels.
+      labels (B,) int32) when the loss graph comes from labels, or (views,
+      edge info (3, 2, B) float32) for the VIC² estimate on a dataset graph
+      (``ssljax.data.edge_batches``; views are then the edge endpoints).
     method, loss_kwargs: the loss, as in ``ssljax.methods.loss_terms``.
     graph_kwargs: ``batch_graph`` options ("kind", "alpha", "normalize");
       None means the V-view SSL graph.
@@ -105,7 +108,9 @@ def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
   Returns:
     (new state, dict of scalar metrics: the loss terms, "grad_norm").
   """
-  views, labels = batch if isinstance(batch, (tuple, list)) else (batch, None)
+  views, extra = batch if isinstance(batch, (tuple, list)) else (batch, None)
+  on_edges = (graph_kwargs or {}).get("kind") in methods.DATASET_GRAPH_KINDS
+  labels, edge_info = (None, extra) if on_edges else (extra, None)
 
   def loss_fn(params):
     batch_stats, z_views = state.batch_stats, []
@@ -116,7 +121,8 @@ def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
       batch_stats = updates["batch_stats"]
       z_views.append(z)
     terms = methods.loss_terms(method, jnp.stack(z_views), labels=labels,
-                               graph=graph_kwargs, **loss_kwargs)
+                               graph=graph_kwargs, edge_info=edge_info,
+                               **loss_kwargs)
     return terms["loss"], (terms, batch_stats)
 
   grads, (terms, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
@@ -126,7 +132,52 @@ def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
 
 def uses_labels(config: ml_collections.ConfigDict) -> bool:
   """Whether the loss graph is built from the batch labels."""
-  return config.graph.kind != "views"
+  return config.graph.kind in ("supervised", "mixed")
+
+
+def uses_edges(config: ml_collections.ConfigDict) -> bool:
+  """Whether batches are edges of a whole-dataset graph (edge_batches)."""
+  return config.graph.kind in methods.DATASET_GRAPH_KINDS
+
+
+def _uses_edge_info(config: ml_collections.ConfigDict) -> bool:
+  # Only the VIC² edge estimate needs the per-row weights; the two-view
+  # losses see the edge endpoints as ordinary views.
+  return uses_edges(config) and config.loss.form == "graph"
+
+
+def dataset_graph(config: ml_collections.ConfigDict, images: np.ndarray,
+                  labels: np.ndarray) -> graphs.EdgeGraph:
+  """The whole-train-set graph of ``config.graph`` as an edge list.
+
+  Args:
+    config: run config; graph.kind in methods.DATASET_GRAPH_KINDS.
+    images: uint8 (N, H, W, C) train images (k-NN features).
+    labels: int (N,) train labels (supervised graph; −1 hides a label).
+
+  Returns:
+    ssljax.graphs.EdgeGraph over the N train rows.
+
+  Raises:
+    ValueError: unknown kind or knn_features, bad k / per_node / file.
+  """
+  g = config.graph
+  if g.kind == "dataset_knn":
+    if g.knn_features not in ("pixels", "pca"):
+      raise ValueError(f"graph.knn_features must be 'pixels' or 'pca', got "
+                       f"{g.knn_features!r}")
+    pca_dim = g.knn_pca_dim if g.knn_features == "pca" else 0
+    features = graphs.pixel_features(images, pca_dim=pca_dim, seed=config.seed)
+    return graphs.knn_edges(features, g.knn_k)
+  if g.kind == "dataset_supervised":
+    return graphs.supervised_edges(known_labels(labels, config),
+                                   g.supervised_per_node, seed=config.seed)
+  if g.kind == "edge_list":
+    if not g.edge_list_path:
+      raise ValueError("graph.kind='edge_list' needs graph.edge_list_path")
+    return graphs.load_edge_list(g.edge_list_path, len(images))
+  raise ValueError(f"graph.kind {g.kind!r} is not a dataset graph; expected "
+                   f"one of {methods.DATASET_GRAPH_KINDS}")
 
 
 def _graph_kwargs(config: ml_collections.ConfigDict) -> dict:
@@ -143,6 +194,8 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh):
   batch_sharding = NamedSharding(mesh, P(None, "data"))
   if uses_labels(config):
     batch_sharding = (batch_sharding, NamedSharding(mesh, P("data")))
+  if _uses_edge_info(config):
+    batch_sharding = (batch_sharding, NamedSharding(mesh, P(None, None, "data")))
   return jax.jit(
       functools.partial(train_step, method=config.method,
                         loss_kwargs=config.loss.to_dict(),
@@ -367,16 +420,40 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   step_fn_shardings = views_sharding
   if uses_labels(config):
     step_fn_shardings = (views_sharding, NamedSharding(mesh, P("data")))
+  if _uses_edge_info(config):
+    step_fn_shardings = (views_sharding,
+                         NamedSharding(mesh, P(None, None, "data")))
 
   # Training loop.
-  batches = data.view_batches(
-      train_images, batch_size=config.batch_size,
-      num_views=config.views.num_views, seed=config.seed, start_step=start_step,
-      num_steps=total_steps - start_step,
-      augment_kwargs={k: v for k, v in config.views.to_dict().items()
-                      if k != "num_views"},
-      process_index=jax.process_index(), process_count=jax.process_count(),
-      labels=known_labels(train_labels, config) if uses_labels(config) else None)
+  augment_kwargs = {k: v for k, v in config.views.to_dict().items()
+                    if k != "num_views"}
+  if uses_edges(config):
+    # A graph over the whole train set, O(edges) memory; each step draws
+    # batch_size edges, whose endpoints are the two views.
+    graph_start = time.time()
+    graph = dataset_graph(config, train_images, train_labels)
+    graph_info = {"graph_nodes": graph.n, "graph_entries": graph.num_entries,
+                  "graph_edges": graph.num_edges,
+                  "graph_seconds": time.time() - graph_start}
+    if jax.process_index() == 0:
+      print(f"dataset graph {config.graph.kind}: {graph_info}", flush=True)
+    batches = data.edge_batches(
+        train_images, graph, batch_size=config.batch_size, seed=config.seed,
+        start_step=start_step, num_steps=total_steps - start_step,
+        sampling=config.graph.edge_sampling,
+        augment=config.graph.augment_edges, augment_kwargs=augment_kwargs,
+        with_info=_uses_edge_info(config), process_index=jax.process_index(),
+        process_count=jax.process_count())
+  else:
+    graph_info = {}
+    batches = data.view_batches(
+        train_images, batch_size=config.batch_size,
+        num_views=config.views.num_views, seed=config.seed,
+        start_step=start_step, num_steps=total_steps - start_step,
+        augment_kwargs=augment_kwargs, process_index=jax.process_index(),
+        process_count=jax.process_count(),
+        labels=known_labels(train_labels, config) if uses_labels(config)
+        else None)
   train_start = time.time()
   bar = tqdm.tqdm(range(start_step, total_steps), initial=start_step,
                   total=total_steps, desc=config.method, unit="step",
@@ -426,6 +503,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "method": config.method,
       "loss_form": config.loss.form,
       "graph": config.graph.kind,
+      **graph_info,
       "epochs": total_steps / steps_per_epoch,
       "steps": total_steps,
       "resumed_from_step": start_step,
