@@ -20,7 +20,8 @@ pixels (0.8460). The official lr 3e-3 (same command with --out
 runs/compare_wmse_lr3e-3 ``--extra=--config.optim.learning_rate=3e-3``) gives
 probe 0.8493, k-NN 0.7777: no better. Pretraining took 1017 s (1147 s at
 lr 3e-3) because the machine ran ~15-20 other processes (load 15-20 on 2
-cores); the loss+grad itself costs ~3-4 ms at (256, 64). With one epoch the whole run is the lr warm-up.
+cores); the loss+grad itself costs ~3-4 ms at (256, 64). With one epoch the
+whole run is the lr warm-up.
 
 Earlier full runs stalled after ~55-100 steps: the loss vmapped its Cholesky
 and triangular solves over sub-batches, and jaxlib's batched LAPACK kernels
