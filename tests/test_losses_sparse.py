@@ -101,3 +101,25 @@ class TestVicregBcoo:
     with pytest.raises(ValueError, match="g must be finite"):
       losses.vicreg(jnp.ones((4, 2)), bad)
 
+
+
+def test_chunked_quadratic_form_matches_dense(x64, monkeypatch):
+  """Tr(ZᵀGZ) over BCOO edges in several chunks (the last one padded), with
+  duplicates and out-of-range padding entries: value and gradient equal the
+  dense form."""
+  from ssljax.losses import _checks
+  monkeypatch.setattr(_checks, "_EDGE_CHUNK", 5)  # 64 slots -> 13 chunks
+  rng = np.random.default_rng(3)
+  a = rng.uniform(size=(N, N)) * (rng.uniform(size=(N, N)) < 0.4)
+  g_sp = graphs.to_bcoo(a + a.T)
+  dup = sparse.BCOO((jnp.concatenate([g_sp.data, g_sp.data[:3]]),
+                     jnp.concatenate([g_sp.indices, g_sp.indices[:3]])),
+                    shape=g_sp.shape)  # three edges stored twice
+  g_sp = _pad(dup, nse=dup.nse + 7)
+  g = graphs.to_dense(g_sp)
+  z = jnp.asarray(_z(rng))
+  fn = lambda gg: lambda zz: _checks._graph_quadratic(gg, zz)
+  np.testing.assert_allclose(float(fn(g_sp)(z)), float(jnp.sum(z * (g @ z))),
+                             rtol=1e-12)
+  np.testing.assert_allclose(jax.grad(fn(g_sp))(z), jax.grad(fn(g))(z),
+                             rtol=1e-12, atol=1e-12)

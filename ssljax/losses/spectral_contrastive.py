@@ -19,7 +19,8 @@ import jax.numpy as jnp
 
 from ssljax import graphs
 from ssljax.losses._checks import _as_float, _as_graph, _check_embeddings
-from ssljax.losses._checks import _graph_matmul, _graph_sq_norm, _two_views
+from ssljax.losses._checks import (_graph_quadratic, _graph_sq_norm,
+                                   _two_views)
 
 __all__ = ["spectral_contrastive", "spectral_contrastive_terms",
            "spectral_contrastive_two_view"]
@@ -88,7 +89,7 @@ def _spectral_terms_core(z_NxK, g_NxN):
   """Trace form of ‖ZZᵀ − G‖² on validated inputs (one compile per shape)."""
   gram_KxK = z_NxK.T @ z_NxK
   gram = jnp.sum(gram_KxK**2)
-  alignment = jnp.sum(z_NxK * _graph_matmul(g_NxN, z_NxK))
+  alignment = _graph_quadratic(g_NxN, z_NxK)
   graph = _graph_sq_norm(g_NxN, z_NxK.dtype)
   return {"gram": gram, "alignment": alignment, "graph": graph,
           "loss": gram - 2 * alignment + graph}

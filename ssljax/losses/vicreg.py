@@ -19,7 +19,8 @@ import jax.numpy as jnp
 
 from ssljax import graphs
 from ssljax.losses._checks import _as_float, _check_embeddings, _check_eps
-from ssljax.losses._checks import _as_graph, _graph_degree, _graph_matmul, _two_views
+from ssljax.losses._checks import (_as_graph, _graph_degree, _graph_quadratic,
+                                   _two_views)
 
 __all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
 
@@ -151,7 +152,7 @@ def _vicreg_terms_core(z_NxK, g_NxN, weights, eps):
   covariance = _offdiag_sq_sum(cov_KxK)
   d_N = _graph_degree(g_NxN, z_NxK.dtype)  # dense or BCOO g
   sq_norms_N = jnp.sum(zc_NxK**2, axis=1)
-  tr_zgz = jnp.sum(zc_NxK * _graph_matmul(g_NxN, zc_NxK))
+  tr_zgz = _graph_quadratic(g_NxN, zc_NxK)
   invariance = (2.0 / n) * (jnp.dot(d_N, sq_norms_N) - tr_zgz)
 
   terms = {"invariance": invariance, "variance": variance,
