@@ -161,6 +161,40 @@ class TestKernel:
     assert mu.shape == (5,) and np.all(np.diff(mu) <= 0)
     np.testing.assert_allclose(v.T @ v, np.eye(5), atol=1e-10)
 
+  def test_matches_theory_kernel_embedding(self):
+    """T − K⁺ (λ) is the theory solver's M (ridge 2λ); sqrt path = its optimum."""
+    from ssljax.theory import spectral
+    rng = _rng()
+    y = np.repeat(np.arange(4), 15)
+    x = np.eye(4)[y] + 0.3 * rng.standard_normal((60, 4))
+    xt = np.eye(4)[y] + 0.3 * rng.standard_normal((60, 4))
+    g = 2.0 * (y[:, None] == y[None, :]) - 1.0  # rank 4, 3 positive
+    kp = pal.KernelPAL(x, xt, sigma=0.5, ridge=1e-3, k=5)
+    kps = pal.KernelPAL(x, xt, sigma=0.5, ridge=1e-3, k=5, scale="sqrt")
+    assert kps._kmat is not None  # pylint: disable=protected-access
+    kmat = pal.laplacian_kernel(x, x, 0.5)
+    with jax.enable_x64(True):
+      emb = spectral.kernel_embedding(kmat, g, 5, 2e-3, method="eigh")
+      f_test = np.asarray(spectral.kernel_embedding_features(
+          emb, pal.laplacian_kernel(xt, x, 0.5)))
+    mu, v = kp.embed(g)
+    assert mu[2] > 0 > mu[3] >= mu[4]
+    np.testing.assert_allclose(mu, np.asarray(emb.eigenvalues), atol=1e-10)
+    z = v * np.sqrt(np.maximum(mu, 0.0))  # the optimum from the local path
+    mu_s, z_s = kps.embed(g)
+    np.testing.assert_allclose(mu_s, mu, atol=1e-10)
+    np.testing.assert_allclose(z_s @ z_s.T, z @ z.T, atol=1e-8)
+    np.testing.assert_array_equal(z_s[:, 3:], 0.0)  # clipped columns
+    f_train, f_t = kps.features(g)
+    np.testing.assert_allclose(f_train, z_s, atol=1e-8)
+    np.testing.assert_allclose(f_t, f_test, atol=1e-8)
+    # Readouts are invariant to positive column scalings, so the optimum's
+    # error is that of the 3 unscaled positive directions; the authors'
+    # 5 columns (2 with eigenvalue < 0) may give another error.
+    f3_train, f3_test = (f[:, :3] for f in kp.features(g))
+    assert kps.errors(g, y, y, 4)["train"] == pal.readout_error(
+        f3_train, y, f3_test, y, 4)
+
   def test_readout_error_and_kernels(self):
     f = np.array([[1.0, 0.0], [0.0, 1.0]])
     assert pal.readout_error(f, [0, 1], f, [1, 0], 2) == 1.0

@@ -8,20 +8,42 @@ the discarded directions). A linear readout without bias maps the k
 features to one-hot labels; error = 1 − accuracy of the argmax. This
 follows the setup facts of the authors' notebooks given in issue 5.
 
-Relation to FINDINGS (a) "Kernel regime": argmin_Z ‖ZZᵀ − G‖² +
-ρ·Tr(ZᵀK⁻¹Z) is U_k·diag(√max(μ, 0)) for the top eigenpairs (μ, U) of
-G − (ρ/2)K⁻¹, so the authors' λ is ρ/2. Their features use the unscaled
-eigenvectors (`scale="none"`, the default), which give the same readout
-error as the true optimum whenever the top-k eigenvalues are positive;
-`scale="sqrt"` gives the optimum itself (negative eigenvalues clipped).
+Relation to the theory solver `ssljax.theory.spectral.kernel_embedding`
+(FINDINGS (a) "Kernel regime"): it returns argmin_Z ‖ZZᵀ − G‖² +
+ρ·Tr(ZᵀK⁻¹Z) = U_k·diag(√max(μ, 0)) for the top eigenpairs (μ, U) of
+M = G − (ρ/2)K⁻¹, so the authors' λ is ρ/2 and T − K⁺ = M for ρ = 2λ when
+no eigenvalue of K is cut. Where the maths coincide this module calls it:
 
-This is a local NumPy version: `ssljax.theory.spectral.kernel_embedding`
-(a Cholesky-based solver that rejects singular K) was not committed when
-this module was written, and the notebooks' pseudo-inverse with an
-eigenvalue cut-off differs from it anyway.
+* `scale="sqrt"` (the optimum itself) is `kernel_embedding(K, T, k, 2λ,
+  method="eigh")` in float64 whenever no eigenvalue of K is below the
+  cut-off (K⁺ = λK⁻¹ then); the features k(x, X)·K⁻¹·Z* are its
+  `kernel_embedding_features`. If the cut-off removes eigenvalues (K
+  singular to working precision), `kernel_embedding` would reject K, and
+  the local pinvh path below is used.
+* `scale="none"` (the default, the authors' notebooks, every experiment in
+  experiments/pal_fig*.py) is not the theory optimum and stays local: its
+  features are the *unscaled* top-k eigenvectors of T − K⁺, including those
+  whose eigenvalue is ≤ 0 (e.g. the 5th direction of a 4-class signed graph
+  2·1{y_i=y_j} − 1, eigenvalue ≈ −λ/κ for an eigenvalue κ of K), which
+  the optimum clips to zero columns. A least-squares readout without bias
+  is invariant to positive column scalings, so both give the same readout error when the top-k
+  eigenvalues are all positive, and may differ otherwise (one draw of the
+  4-class mixture, N = 150, full signed graph: 0.021 vs 0.022). The
+  unscaled eigenvectors of a cluster of equal non-positive eigenvalues are
+  also only defined up to a rotation, which the local NumPy eigh fixes
+  deterministically; the eigenvalues themselves agree with
+  `kernel_embedding`'s to ~1e-14 (tested).
+  The pseudo-inverse with an eigenvalue cut-off (1e-5/N) is the authors'
+  choice too; for the Laplacian kernels of the experiments it never
+  triggers (smallest eigenvalue of K about 3e-3 or more in the draws
+  checked), so K⁺ = λK⁻¹.
+
+JAX is imported only on the `scale="sqrt"` path; the default path is
+NumPy/SciPy only (float64).
 
 References:
-  002 §5 and App. C.2; FINDINGS (a) "Kernel regime", (b) 002 erratum 9.
+  002 §5 and App. C.2; FINDINGS (a) "Kernel regime", (b) 002 erratum 9;
+  ssljax.theory.spectral.kernel_embedding.
 """
 
 from __future__ import annotations
@@ -98,7 +120,8 @@ class KernelPAL:
     k: number of eigenvectors (the paper uses k = C + 1 = 5).
     kernel: "laplacian" or "gaussian".
     cutoff: eigenvalues of K below cutoff/N are discarded by pinvh.
-    scale: "none" (eigenvectors, the authors) or "sqrt" (√max(μ, 0)).
+    scale: "none" (eigenvectors, the authors) or "sqrt" (the optimum
+      U·√max(μ, 0), from `theory.spectral.kernel_embedding`).
 
   Raises:
     ValueError: on bad shapes, k not in [1, N], unknown kernel or scale.
@@ -129,16 +152,44 @@ class KernelPAL:
     self.n, self.k, self.scale = n, int(k), scale
     kmat = kern(x, x, sigma)
     kinv = scipy.linalg.pinvh(kmat, atol=cutoff / n, rtol=0.0)
+    self.ridge = float(ridge)
     self.kplus = ridge * kinv
+    # K for the theory solver (scale="sqrt") when pinvh(K) = K⁻¹ exactly.
+    self._kmat = None
+    if scale == "sqrt" and scipy.linalg.eigvalsh(
+        kmat, subset_by_index=(0, 0))[0] > cutoff / n:
+      self._kmat = kmat
     self._train_map = kmat @ kinv
     self._test_map = kern(x_test, x, sigma) @ kinv
 
   def embed(self, target) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k eigenpairs (μ (k,), v (N, k)) of target − K⁺, descending."""
+    """Top-k eigenpairs of target − K⁺, descending.
+
+    Args:
+      target: (N, N) symmetric graph T.
+
+    Returns:
+      (μ (k,), v (N, k)) float64: the top-k eigenvalues of T − K⁺ and, for
+      scale="none", their orthonormal eigenvectors; for scale="sqrt",
+      v·diag(√max(μ, 0)), computed by `theory.spectral.kernel_embedding`
+      (ridge 2λ, float64) when K had no eigenvalue below the cut-off.
+
+    Raises:
+      ValueError: if target is not (N, N) (or, on the theory path, not
+        finite and symmetric).
+    """
     t = np.asarray(target, np.float64)
     if t.shape != (self.n, self.n):
       raise ValueError(f"target must be (N, N) = ({self.n}, {self.n}), got"
                        f" {t.shape}")
+    if self._kmat is not None:
+      import jax  # pylint: disable=import-outside-toplevel
+      from ssljax.theory import spectral  # pylint: disable=import-outside-toplevel
+      with jax.enable_x64(True):
+        emb = spectral.kernel_embedding(self._kmat, t, self.k,
+                                        2.0 * self.ridge, method="eigh")
+        return (np.asarray(emb.eigenvalues, np.float64),
+                np.asarray(emb.z, np.float64))
     mu, v = scipy.linalg.eigh(t - self.kplus,
                               subset_by_index=(self.n - self.k, self.n - 1))
     mu, v = mu[::-1], v[:, ::-1]
