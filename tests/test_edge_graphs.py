@@ -210,7 +210,7 @@ def _smoke(data_dir, **overrides):
   return config
 
 
-@pytest.mark.slow  # 73 s (+ the data fixture) on the loaded 2-core machine
+@pytest.mark.slow  # 73-164 s (+ the data fixture) on the loaded 2-core machine
 def test_knn_graph_smoke_run_end_to_end(fmnist_data_dir, tmp_path):
   config = _smoke(fmnist_data_dir)
   results = train.train_and_evaluate(config, str(tmp_path / "run"))
