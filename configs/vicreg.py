@@ -38,10 +38,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.pad = 4  # pixels of zero padding for "pad_and_crop"
   c.views.flip = True  # random horizontal flips
   c.views.noise_std = 0.0  # std of additive Gaussian noise (pixels in [0, 1])
-  c.views.brightness = 0.0  # grey colour jitter: brightness factor 1 ± this
-  c.views.contrast = 0.0  # grey colour jitter: contrast factor 1 ± this
+  # Grey-level colour jitter and random erasing: with them the 4-epoch probe
+  # rose from 0.8702 to 0.8759 and k-NN from 0.7958 to 0.8402 (README).
+  c.views.brightness = 0.4  # grey colour jitter: brightness factor 1 ± this
+  c.views.contrast = 0.4  # grey colour jitter: contrast factor 1 ± this
   c.views.jitter_prob = 0.8  # probability of the jitter (SimCLR: 0.8)
-  c.views.erase_prob = 0.0  # probability of random erasing (Zhong et al. 2020)
+  c.views.erase_prob = 0.5  # probability of random erasing (Zhong et al. 2020)
   c.views.erase_scale = (0.02, 0.2)  # erased area fraction range
 
   c.model = config_dict.ConfigDict()
@@ -131,7 +133,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.eval.probe_max_iter = 20
     c.eval.knn_k = 5
   elif variant == "long":
-    # Not measured at 30 epochs; 15 epochs gave probe 0.8719 vs random-init
-    # 0.8715 (README), so length alone does not lift the probe.
+    # Not measured at 30 epochs. Before the jitter/erasing defaults, 15
+    # epochs gave probe 0.8719 vs random-init 0.8715 (README): length alone
+    # did not lift the probe.
     c.epochs = 30
   return c

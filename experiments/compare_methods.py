@@ -83,8 +83,9 @@ def main():
   parser.add_argument("--configs", nargs="*", default=list(CONFIGS),
                       help="configs to run (default: all); e.g. --configs wmse")
   parser.add_argument("--variant", default=None, help="e.g. smoke")
-  parser.add_argument("--extra", nargs="*", default=[],
-                      help="more --config.x=y overrides for every run")
+  parser.add_argument("--extra", action="append", default=[],
+                      help="one more --config.x=y override for every run;"
+                      " repeat as --extra=--config.x=y --extra=--config.z=w")
   args = parser.parse_args()
   unknown = sorted(set(args.configs) - set(CONFIGS))
   if unknown:
