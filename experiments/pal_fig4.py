@@ -7,7 +7,7 @@ random order, Ŷ one-hot with zero rows for unrevealed labels; target
 T = (1 − α)G_ssl + αŶŶᵀ for α ∈ {0.5, 1e-3, 1e-6}; Laplacian kernel σ = 1,
 λ = 1e-3 (so the embedding solves T − λK⁺).
 
-  .venv/bin/python experiments/pal_fig4.py --out runs/pal_fig4 [--trials 20]
+  .venv/bin/python experiments/pal_fig4.py --out runs/pal_fig4 [--trials 100]
 """
 
 import os
@@ -79,7 +79,7 @@ def run(args) -> dict:
 
 
 if __name__ == "__main__":
-  res = run(_pal.parse_args(__doc__.splitlines()[0], trials=20))
+  res = run(_pal.parse_args(__doc__.splitlines()[0], trials=100))
   c = res["curves"]
   for i, m in enumerate(res["labels_revealed"]):
     if i % 5 == 0 or i == len(res["labels_revealed"]) - 1:
