@@ -41,6 +41,10 @@ import time
 # The configs/ package sits at the repository root, next to benchmarks/.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # tf.data cost-model spam
+# torch's OpenMP threads spin while they wait; on a shared machine the spinning
+# competes with the other processes and made its MLP step 18x slower here.
+# Passive waiting is the fair setting (read once, when torch loads libgomp).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import jax
 import jax.numpy as jnp
