@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow as tf
 
+from ssljax.data import pipeline
 from ssljax.data.pipeline import _VIEW_STREAM, _augment_options, _augment_rows
 
 __all__ = ["SAMPLINGS", "edge_tables", "sample_edges", "edge_batches"]
@@ -171,16 +172,7 @@ def _check_args(images, graph, batch_size, start_step, num_steps,
     raise ValueError(f"images must be uint8 (N, H, W, C) with N = graph.n = "
                      f"{graph.n}, got {getattr(images, 'dtype', None)} "
                      f"{getattr(images, 'shape', None)}")
-  checks = [
+  pipeline._raise_first_invalid([
       ("batch_size", batch_size, batch_size >= 2, ">= 2"),
-      ("start_step", start_step, start_step >= 0, ">= 0"),
-      ("num_steps", num_steps, num_steps >= 0, ">= 0"),
-      ("process_count", process_count, process_count >= 1
-       and batch_size % process_count == 0,
-       f">= 1 and divide batch_size={batch_size}"),
-      ("process_index", process_index, 0 <= process_index < process_count,
-       f"in [0, process_count={process_count})"),
-  ]
-  for name, value, ok, requirement in checks:
-    if not ok:
-      raise ValueError(f"{name} must be {requirement}, got {value}")
+      *pipeline._step_checks(batch_size, start_step, num_steps, process_index,
+                             process_count)])

@@ -431,10 +431,18 @@ def _check_view_args(images, batch_size, num_views, start_step, num_steps,
     raise ValueError("images must be a uint8 numpy array (N, H, W, C), got "
                      f"{type(images).__name__} {getattr(images, 'dtype', None)} "
                      f"{getattr(images, 'shape', None)}")
-  checks = [
+  _raise_first_invalid([
       ("batch_size", batch_size, 2 <= batch_size <= images.shape[0],
        f"in [2, N={images.shape[0]}]"),
       ("num_views", num_views, num_views >= 1, ">= 1"),
+      *_step_checks(batch_size, start_step, num_steps, process_index,
+                    process_count)])
+
+
+def _step_checks(batch_size, start_step, num_steps, process_index,
+                 process_count) -> list:
+  """(name, value, ok, requirement) checks shared by the batch iterators."""
+  return [
       ("start_step", start_step, start_step >= 0, ">= 0"),
       ("num_steps", num_steps, num_steps >= 0, ">= 0"),
       ("process_count", process_count, process_count >= 1
@@ -443,6 +451,10 @@ def _check_view_args(images, batch_size, num_views, start_step, num_steps,
       ("process_index", process_index, 0 <= process_index < process_count,
        f"in [0, process_count={process_count})"),
   ]
+
+
+def _raise_first_invalid(checks) -> None:
+  """Raises ValueError naming the first (name, value, ok, requirement) not ok."""
   for name, value, ok, requirement in checks:
     if not ok:
       raise ValueError(f"{name} must be {requirement}, got {value}")
