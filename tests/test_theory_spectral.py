@@ -355,6 +355,17 @@ def _kernel_objective(z, kmat, g, ridge):
   return _vic2(z, g) + ridge * jnp.trace(z.T @ jnp.linalg.solve(kmat, z))
 
 
+def _clustered_kernel_problem(seed, n, num_classes):
+  """(Gaussian kernel matrix + 1e-6 jitter, G = YYᵀ) on n points around
+  num_classes random centres in R³."""
+  rng = np.random.default_rng(seed)
+  labels = rng.integers(0, num_classes, n)
+  x = jnp.asarray(rng.standard_normal((num_classes, 3))[labels]
+                  + 0.5 * rng.standard_normal((n, 3)))
+  y = _y(labels)
+  return spectral.gaussian_kernel(x, x, 1.5) + 1e-6 * jnp.eye(n), y @ y.T
+
+
 class TestKernel:
 
   @pytest.mark.parametrize("ridge", [0.1, 3.0])
@@ -408,14 +419,7 @@ class TestKernel:
 
   @pytest.mark.parametrize("k", [2, 5])
   def test_subspace_method_matches_eigh(self, k):
-    rng = np.random.default_rng(12)
-    n = 120
-    labels = rng.integers(0, 4, n)
-    x = jnp.asarray(rng.standard_normal((4, 3))[labels]
-                    + 0.5 * rng.standard_normal((n, 3)))
-    y = _y(labels)
-    g = y @ y.T
-    kmat = spectral.gaussian_kernel(x, x, 1.5) + 1e-6 * jnp.eye(n)
+    kmat, g = _clustered_kernel_problem(12, 120, 4)
     a = spectral.kernel_embedding(kmat, g, k, 0.1, method="eigh")
     b = spectral.kernel_embedding(kmat, g, k, 0.1, method="subspace")
     np.testing.assert_allclose(b.z @ b.z.T, a.z @ a.z.T,
@@ -430,14 +434,7 @@ class TestKernel:
     # Ritz count alone; k = 8 > k₊ needs the Cholesky certificate that no
     # sixth eigenvalue is above τ. Float64 tolerances: ZZᵀ to 1e-8 of its
     # largest entry, the k₊ kept eigenvalues to 1e-8·λ_max(G).
-    rng = np.random.default_rng(15)
-    n = 150
-    labels = rng.integers(0, 5, n)
-    x = jnp.asarray(rng.standard_normal((5, 3))[labels]
-                    + 0.5 * rng.standard_normal((n, 3)))
-    y = _y(labels)
-    g = y @ y.T
-    kmat = spectral.gaussian_kernel(x, x, 1.5) + 1e-6 * jnp.eye(n)
+    kmat, g = _clustered_kernel_problem(15, 150, 5)
     a = spectral.kernel_embedding(kmat, g, k, 0.1, method="eigh")
     b = spectral.kernel_embedding(kmat, g, k, 0.1, method="subspace")
     scale = float(jnp.max(jnp.sum(g, axis=1)))  # Gershgorin bound, = λ_max
