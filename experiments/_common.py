@@ -92,6 +92,35 @@ def load_fashion_mnist(n: int, *, classes=None, seed: int = 0):
   return images[idx].astype(np.float64) / 255.0, labels[idx].astype(np.int64)
 
 
+def augmented_subset(cfg: dict, data_dir, seed: int, augment: dict):
+  """A seeded subset of Fashion-MNIST train images with V augmented views.
+
+  Args:
+    cfg: "train_split" (tfds split), "n" (images drawn without replacement),
+      "views" (V), "test" (first rows of the test split).
+    data_dir: tfds data dir (None: default).
+    seed: seeds the subset and the augmentation keys [seed, v].
+    augment: keyword arguments of `ssljax.data.augment`.
+
+  Returns:
+    (clean (n, 28, 28, 1) float32 in [0, 1], labels (n,) int64, views: list
+    of V such arrays, test images (M, 28, 28, 1) uint8, test labels int64).
+  """
+  import tensorflow as tf  # local: only to seed the augmentation
+  from ssljax import data
+  images, labels = data.load_split("fashion_mnist_local", cfg["train_split"],
+                                   data_dir=data_dir)
+  idx = np.random.default_rng(seed).choice(len(labels), cfg["n"],
+                                           replace=False)
+  clean = images[idx].astype(np.float32) / 255.0
+  views = [data.augment(clean, tf.constant([seed, v], tf.int64),
+                        **augment).numpy() for v in range(cfg["views"])]
+  test_images, test_labels = data.load_split(
+      "fashion_mnist_local", f"test[:{cfg['test']}]", data_dir=data_dir)
+  return (clean, labels[idx].astype(np.int64), views, test_images,
+          test_labels.astype(np.int64))
+
+
 def subspace_angle_deg(a, b) -> float:
   """Largest principal angle (degrees) between the row spaces of a and b."""
   qa = np.linalg.qr(np.asarray(a, np.float64).T)[0]

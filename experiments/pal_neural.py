@@ -67,7 +67,7 @@ import optax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
-from ssljax import data, pal  # noqa: E402
+from ssljax import pal  # noqa: E402
 from ssljax.evaluate import knn_accuracy, linear_probe  # noqa: E402
 from ssljax.models.encoders import MLPEncoder  # noqa: E402
 
@@ -105,22 +105,12 @@ def parse_args(description: str, argv=None) -> argparse.Namespace:
 def load(cfg: dict, data_dir, seed: int = 0) -> dict:
   """Rows (N, 28, 28, 1) float32 views, their labels and groups; clean
   train images (n, 28, 28, 1) and test images, with int64 labels."""
-  import tensorflow as tf  # local: only to seed the augmentation
-  images, labels = data.load_split("fashion_mnist_local", cfg["train_split"],
-                                   data_dir=data_dir)
-  idx = np.random.default_rng(seed).choice(len(labels), cfg["n"],
-                                           replace=False)
-  clean = images[idx].astype(np.float32) / 255.0
-  views = [data.augment(clean, tf.constant([seed, v], tf.int64),
-                        **_AUGMENT).numpy() for v in range(cfg["views"])]
-  test_images, test_labels = data.load_split(
-      "fashion_mnist_local", f"test[:{cfg['test']}]", data_dir=data_dir)
-  y = labels[idx].astype(np.int64)
+  clean, y, views, test, y_test = _common.augmented_subset(cfg, data_dir, seed,
+                                                          _AUGMENT)
   return {"rows": np.concatenate(views), "y_rows": np.tile(y, cfg["views"]),
           "groups": np.tile(np.arange(cfg["n"]), cfg["views"]),
-          "clean": clean, "y": y,
-          "test": test_images.astype(np.float32) / 255.0,
-          "y_test": test_labels.astype(np.int64)}
+          "clean": clean, "y": y, "test": test.astype(np.float32) / 255.0,
+          "y_test": y_test}
 
 
 class ScaledMLP(nn.Module):

@@ -66,7 +66,7 @@ import optax  # noqa: E402
 import scipy.linalg  # noqa: E402
 
 import _common  # noqa: E402
-from ssljax import data, graphs  # noqa: E402
+from ssljax import graphs  # noqa: E402
 from ssljax.evaluate import linear_probe  # noqa: E402
 from ssljax.losses import spectral_contrastive  # noqa: E402
 from ssljax.models.encoders import MLPEncoder  # noqa: E402
@@ -92,21 +92,12 @@ _LAST_INIT_SCALE = 0.01
 
 def _load(cfg, data_dir):
   """(x_rows (N, 784), y_rows (N,), x_test (M, 784), y_test (M,)), float64."""
-  import tensorflow as tf  # local: only needed to seed the augmentation
-  images, labels = data.load_split("fashion_mnist_local", cfg["train_split"],
-                                   data_dir=data_dir)
-  idx = np.random.default_rng(_SEED).choice(len(labels), cfg["n"],
-                                            replace=False)
-  imgs = images[idx].astype(np.float32) / 255.0
-  views = [data.augment(imgs, tf.constant([_SEED, v], tf.int64),
-                        **_AUGMENT).numpy() for v in range(cfg["views"])]
+  _, y, views, test, y_test = _common.augmented_subset(cfg, data_dir, _SEED,
+                                                      _AUGMENT)
   x_rows = np.concatenate(views).reshape(cfg["n"] * cfg["views"], -1)
-  y_rows = np.tile(labels[idx], cfg["views"]).astype(np.int64)
-  test_images, test_labels = data.load_split(
-      "fashion_mnist_local", f"test[:{cfg['test']}]", data_dir=data_dir)
-  x_test = test_images.reshape(len(test_labels), -1) / 255.0
-  return (x_rows.astype(np.float64), y_rows, x_test.astype(np.float64),
-          test_labels.astype(np.int64))
+  x_test = test.reshape(len(y_test), -1) / 255.0
+  return (x_rows.astype(np.float64), np.tile(y, cfg["views"]),
+          x_test.astype(np.float64), y_test)
 
 
 def _median_sigma(x_rows, max_rows=1000):
