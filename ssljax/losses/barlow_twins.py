@@ -73,7 +73,8 @@ def barlow_twins_terms(z, g, *, lambda_offdiag: float = 5e-3,
 
   The squared scale is floored, s_k = sqrt(max(s_k², eps)), so a collapsed
   (all-zero) column gives C = 0 there, not NaN (001 divides by
-  max(‖·‖, ε), FINDINGS (b) 001 erratum 3). "degree" needs non-negative
+  max(‖·‖, ε), FINDINGS (b) 001 erratum 3); with eps = 0 a zero scale is
+  replaced by 1, with the same result and a finite gradient. "degree" needs non-negative
   degrees (not for signed graphs; use "unit" there).
 
   Args:
@@ -124,7 +125,11 @@ def _barlow_graph_core(z_NxK, g_NxN, lambda_offdiag, eps, use_degree):
     sq_scale_K = d_N @ (z_NxK**2)  # diag(ZᵀDZ)
   else:
     sq_scale_K = jnp.sum(z_NxK**2, axis=0)
-  scale_K = jnp.sqrt(jnp.maximum(sq_scale_K, jnp.asarray(eps, dtype)))
+  sq_scale_K = jnp.maximum(sq_scale_K, jnp.asarray(eps, dtype))
+  # A zero scale (collapsed column with eps = 0) divides by 1 instead: the
+  # column is zero wherever G has weight, so C = 0 there, not 0/0 = NaN;
+  # the inner where keeps the gradient of the sqrt finite too.
+  scale_K = jnp.sqrt(jnp.where(sq_scale_K > 0, sq_scale_K, 1.0))
   zn_NxK = z_NxK / scale_K
   c_KxK = zn_NxK.T @ _graph_matmul(g_NxN, zn_NxK)
   return _redundancy_terms(c_KxK, lambda_offdiag)
@@ -186,7 +191,9 @@ def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
       C = ẑ1ᵀ ẑ2 / N
       loss = Σ_k (1 − C_kk)² + lambda_offdiag · Σ_{k≠l} C_kl².
 
-  C is not symmetric. With eps = 0 it is the cosine cross-correlation of
+  A column that is constant over the batch is zero after centring; with
+  eps = 0 it is divided by 1 instead of 0, so its entries of C are 0, not
+  NaN. C is not symmetric. With eps = 0 it is the cosine cross-correlation of
   the column-centred views (FINDINGS (a): standard BT = cosine BT on
   centred views), and the graph form `barlow_twins` on
   concat([ẑ1, ẑ2]) with `views_graph(n, 2)` gives C_graph = (C + Cᵀ)/2:
@@ -226,8 +233,10 @@ def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
 def _batch_norm(z_NxK, eps):
   """BatchNorm1d(affine=False), training mode: biased batch variance."""
   zc_NxK = z_NxK - jnp.mean(z_NxK, axis=0, keepdims=True)
-  var_K = jnp.mean(zc_NxK**2, axis=0)
-  return zc_NxK / jnp.sqrt(var_K + eps)
+  var_K = jnp.mean(zc_NxK**2, axis=0) + eps
+  # A constant column with eps = 0 is all zero after centring: divide by 1,
+  # not 0 (its C entries are 0, not NaN; finite gradient).
+  return zc_NxK / jnp.sqrt(jnp.where(var_K > 0, var_K, 1.0))
 
 
 @jax.jit
