@@ -18,6 +18,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ssljax import graphs
 from ssljax.losses._checks import _as_float, _check_matrix, _check_same_shape
@@ -96,6 +97,9 @@ def frossl_terms(
   no centring) differs from the 004 App. A pseudocode (centre, one global
   rescale to ‖Z‖_F² = K), which FINDINGS uses; both make the loss
   invariant to scaling Z, and the released one also to scaling each column.
+  Here each view is first divided by its largest |entry| (exact, by that
+  invariance), so the 1e-12 norm floor of F.normalize only acts on columns
+  that are zero relative to the view, and tiny views do not underflow.
   The App. A pseudocode also halves the log terms and divides the invariance
   by K (004 erratum 2); this function follows the released code.
 
@@ -112,7 +116,8 @@ def frossl_terms(
   Raises:
     ValueError: if fewer than 2 views are given, a view is not rank 2 or the
       views' shapes differ, an array is not (V, N, K), or (concrete inputs
-      only) a view has NaN/inf.
+      only) a view has NaN/inf or is all zero (then C_v = 0 and the loss is
+      0/0; under jit such a view gives NaN).
 
   References:
     004 eqs. (4)-(6), §3.1, App. A; FINDINGS (a) "FroSSL", (b) 004 errata 1-2.
@@ -126,14 +131,32 @@ def frossl_terms(
     [-1.3863, 0.0]
   """
   z_VxNxK = _stack_views(views)
+  _check_no_zero_view(z_VxNxK)
   n, k = z_VxNxK.shape[1:]
   return _frossl_terms_core(z_VxNxK, invariance_weight, use_gram=n <= k)
+
+
+def _check_no_zero_view(z_VxNxK) -> None:
+  """A concrete all-zero view has C_v = 0: ‖C_v / tr C_v‖ is 0/0."""
+  if graphs._is_concrete(z_VxNxK):  # pylint: disable=protected-access
+    zero_V = ~np.asarray(jnp.any(z_VxNxK != 0, axis=(1, 2)))
+    if zero_V.any():
+      raise ValueError(
+          f"views[{int(np.flatnonzero(zero_V)[0])}] is all zero: C_v = 0 and"
+          " the regularization log‖C_v / tr(C_v)‖ is undefined (0/0)")
 
 
 @functools.partial(jax.jit, static_argnames=("use_gram",))
 def _frossl_terms_core(z_VxNxK, invariance_weight, *, use_gram: bool):
   """Terms on validated (V, N, K) input; use_gram picks u uᵀ over uᵀu."""
   v, _, k = z_VxNxK.shape
+  # Each view divided by its largest |entry| (the loss is invariant to a
+  # positive scale per view, so stop_gradient loses nothing): the squares
+  # below then cannot underflow, e.g. a float32 view of entries ~1e-30 gave
+  # ‖C‖ = 0 and loss −inf. An all-zero view stays zero.
+  max_Vx1x1 = jnp.max(jnp.abs(z_VxNxK), axis=(1, 2), keepdims=True)
+  z_VxNxK = z_VxNxK / jax.lax.stop_gradient(
+      jnp.where(max_Vx1x1 > 0, max_Vx1x1, 1.0))
   # max inside the sqrt: the gradient stays finite at a zero column.
   sq_norms_Vx1xK = jnp.sum(z_VxNxK**2, axis=1, keepdims=True)
   u_VxNxK = z_VxNxK / jnp.sqrt(jnp.maximum(sq_norms_Vx1xK, _NORM_FLOOR**2))
