@@ -32,13 +32,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ssljax import graphs
+from ssljax.losses._checks import _as_float
 from ssljax.pal.minibatch import pal_minibatch_loss
 
 __all__ = ["edge_vic2_terms"]
 
 
 def _check(z, info):
-  z_2xBxK = jnp.asarray(z)
+  z_2xBxK = _as_float(z)  # ints promoted: info is cast to z's dtype
   info_3x2xB = jnp.asarray(info, z_2xBxK.dtype)
   if z_2xBxK.ndim != 3 or z_2xBxK.shape[0] != 2 or z_2xBxK.shape[1] < 2:
     raise ValueError(f"z must be (2, B, K) with B >= 2 (the two endpoints of "
@@ -46,6 +48,8 @@ def _check(z, info):
   if info_3x2xB.shape != (3, 2, z_2xBxK.shape[1]):
     raise ValueError(f"info must be (3, 2, B) = (3, 2, {z_2xBxK.shape[1]}), "
                      f"got {info_3x2xB.shape}")
+  graphs._check_finite(z_2xBxK, "z")  # pylint: disable=protected-access
+  graphs._check_finite(info_3x2xB, "info")  # pylint: disable=protected-access
   return z_2xBxK, info_3x2xB
 
 
@@ -53,8 +57,8 @@ def edge_vic2_terms(z, info) -> dict[str, jax.Array]:
   """Unbiased minibatch estimate of (‖ZZᵀ − G‖² − ‖G‖²)/N² from B edges.
 
   Args:
-    z: (2, B, K) float embeddings; z[0, b], z[1, b] are the endpoints i_b,
-      j_b of edge b.
+    z: (2, B, K) float embeddings (ints are promoted); z[0, b], z[1, b] are
+      the endpoints i_b, j_b of edge b.
     info: (3, 2, B) float weights from `ssljax.data.edge_batches` (with_info):
       [0] d/N: full-graph degree of each endpoint over N, [1] 1/(N q) of each endpoint,
       [2] G_e/(N² p_e) of each edge (repeated over the two endpoints).
@@ -66,7 +70,8 @@ def edge_vic2_terms(z, info) -> dict[str, jax.Array]:
     checks this by enumeration on a small graph).
 
   Raises:
-    ValueError: if the shapes of z and info disagree or B < 2.
+    ValueError: if the shapes of z and info disagree, B < 2, or (concrete
+      inputs only) z or info has NaN/inf.
 
   References:
     FINDINGS (a) "002 / 001 losses"; 002 Algorithm 1.
