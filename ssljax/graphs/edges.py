@@ -28,6 +28,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import zipfile
 
 import numpy as np
 
@@ -76,10 +77,24 @@ class EdgeGraph:
                         unique_indices=True)
 
 
+def _as_int(value, name: str, what: str) -> int:
+  """int(value) if value is an integral number, else ValueError (not the
+  TypeError/OverflowError of int(None) or int(inf))."""
+  try:
+    as_int = int(value)
+    ok = as_int == value
+  except (TypeError, ValueError, OverflowError):
+    ok = False
+  if not ok:
+    raise ValueError(f"{name} must be {what}, got {value!r}")
+  return as_int
+
+
 def _check_n(n) -> int:
-  if int(n) != n or n < 1:
+  n_int = _as_int(n, "n", "a positive integer")
+  if n_int < 1:
     raise ValueError(f"n must be a positive integer, got {n!r}")
-  return int(n)
+  return n_int
 
 
 def symmetrize_edges(n: int, rows, cols, weights=None, *,
@@ -123,7 +138,7 @@ def symmetrize_edges(n: int, rows, cols, weights=None, *,
   w2 = np.concatenate([w_E, w_E])
   order = np.argsort(keys, kind="stable")
   keys, w2 = keys[order], w2[order]
-  starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+  starts = np.flatnonzero(np.r_[keys.size > 0, keys[1:] != keys[:-1]])
   reduce = np.maximum if mode == "union" else np.add
   merged = reduce.reduceat(w2, starts) if keys.size else w2
   out_rows, out_cols = np.divmod(keys[starts], n)
@@ -189,7 +204,8 @@ def knn_edges(features, k: int, *, mode: str = "union") -> EdgeGraph:
     raise ValueError(f"features must be a finite (N, D) array, got shape "
                      f"{x_NxD.shape}")
   n = x_NxD.shape[0]
-  if int(k) != k or not 1 <= k < n:
+  k_int = _as_int(k, "k", f"an integer in [1, N - 1 = {n - 1}]")
+  if not 1 <= k_int < n:
     raise ValueError(f"k must be an integer in [1, N - 1 = {n - 1}], got {k!r}")
   from sklearn.neighbors import NearestNeighbors  # pylint: disable=import-outside-toplevel
   nn = NearestNeighbors(n_neighbors=int(k), algorithm="brute").fit(x_NxD)
@@ -227,7 +243,7 @@ def supervised_edges(labels, per_node: int, *, seed: int = 0) -> EdgeGraph:
       y_N.size and y_N.min() < -1):
     raise ValueError(f"labels must be rank-1 integers >= -1, got "
                      f"{y_N.dtype} {y_N.shape}")
-  if int(per_node) != per_node or per_node < 1:
+  if _as_int(per_node, "per_node", "an integer >= 1") < 1:
     raise ValueError(f"per_node must be an integer >= 1, got {per_node!r}")
   n = y_N.size
   rng = np.random.default_rng([seed, 0x50B])
@@ -266,20 +282,39 @@ def load_edge_list(path: str, n: int, *, mode: str = "union") -> EdgeGraph:
 
   Raises:
     FileNotFoundError: no such file.
-    ValueError: unknown suffix, missing "edges", wrong shape or dtype, an
-      index outside [0, N), non-positive or non-finite weights.
+    ValueError: unknown suffix, a file that is not a valid .npy/.npz of
+      that suffix (empty, truncated, corrupt, pickled objects), missing
+      "edges", wrong shape or dtype, an index outside [0, N), non-positive
+      or non-finite weights.
   """
+  if not path.endswith((".npy", ".npz")):
+    raise ValueError(f"edge list must be a .npy or .npz file, got {path!r}")
+  try:
+    loaded = np.load(path, allow_pickle=False)
+  except (EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
+    if isinstance(e, FileNotFoundError):
+      raise
+    raise ValueError(f"{path}: not a readable .npy/.npz file ({e})") from e
   if path.endswith(".npy"):
-    edges, weights = np.load(path, allow_pickle=False), None
-  elif path.endswith(".npz"):
-    with np.load(path, allow_pickle=False) as f:
+    if not isinstance(loaded, np.ndarray):  # e.g. an .npz renamed to .npy
+      loaded.close()
+      raise ValueError(f"{path}: a .npy edge list must hold one array, got "
+                       f"an .npz archive")
+    edges, weights = loaded, None
+  else:
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+      raise ValueError(f"{path}: an .npz edge list must be an .npz archive, "
+                       f"got a single .npy array")
+    with loaded as f:
       if "edges" not in f:
         raise ValueError(f"{path}: an .npz edge list needs an 'edges' array, "
                          f"found {sorted(f.files)}")
-      edges = f["edges"]
-      weights = f["weights"] if "weights" in f else None
-  else:
-    raise ValueError(f"edge list must be a .npy or .npz file, got {path!r}")
+      try:
+        edges = f["edges"]
+        weights = f["weights"] if "weights" in f else None
+      except (EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: unreadable array in the archive ({e})"
+                         ) from e
   if edges.ndim != 2 or edges.shape[1] != 2 or not np.issubdtype(
       edges.dtype, np.integer):
     raise ValueError(f"{path}: edges must be an integer (E, 2) array, got "
