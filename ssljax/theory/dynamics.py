@@ -658,10 +658,12 @@ def frossl_symmetric_singular_values(t, lam, s0) -> jax.Array:
 
       s(t)² = 1 / (λ + (1/s0² − λ) e^{−8λt}),
 
-  which increases (or decreases) monotonically to 1/λ.
+  which increases (or decreases) monotonically to 1/λ. Only t >= 0: for
+  s0² > 1/λ the solution blows up at a finite negative time, and the formula
+  gives NaN before it.
 
   Args:
-    t: scalar or (T,) times t = lr·step (any real values).
+    t: scalar or (T,) times t = lr·step >= 0.
     lam: scalar or (d,) eigenvalue(s) λ > 0.
     s0: scalar or (d,) initial singular value(s) s(0) > 0.
 
@@ -670,7 +672,8 @@ def frossl_symmetric_singular_values(t, lam, s0) -> jax.Array:
     broadcast with lam and s0 for scalar t.
 
   Raises:
-    ValueError: if lam or s0 is not > 0 or t is not finite or rank > 1.
+    ValueError: if lam or s0 is not > 0, or t is not finite, has rank > 1
+      or (concrete) a value < 0.
 
   References:
     FINDINGS "FroSSL (004)", symmetric case (replaces 004 eq. 33/34).
@@ -680,6 +683,8 @@ def frossl_symmetric_singular_values(t, lam, s0) -> jax.Array:
   if t.ndim > 1:
     raise ValueError(f"t must be a scalar or 1-D (T,) array, got shape {t.shape}")
   _check_finite(t, "t")
+  if _is_concrete(t) and np.any(np.asarray(t) < 0):
+    raise ValueError(f"t must be >= 0, got min(t) = {float(np.min(t))}")
   if t.ndim == 1:
     t = t.reshape(t.shape + (1,) * lam.ndim)
   return 1.0 / jnp.sqrt(lam + (1.0 / s0**2 - lam) * jnp.exp(-8.0 * lam * t))
