@@ -1,0 +1,875 @@
+"""Property-based tests (hypothesis) of the public losses, graphs and theory.
+
+Issue 6, "Reliability": random shapes, float32/float64 and invalid inputs
+must give either a finite result or the documented ValueError, never
+another exception type, a crash, a hang or a silent NaN; plus the cheap
+invariances the maths guarantees (row permutations of (Z, G), rotations of
+Z for rotation-invariant losses, documented scale invariances).
+
+Speed: a few fixed shapes (`st.sampled_from`) so the jitted cores compile a
+handful of times; `fast_compiles` skips XLA's optimisation passes; 20-40
+examples per property (`_SETTINGS`, local to this file). Every test runs
+under a SIGALRM guard (`_hang_guard`) so a hang fails instead of blocking.
+"""
+
+import contextlib
+import signal
+
+import hypothesis
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ssljax import graphs
+from ssljax import losses
+
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
+# Local settings, not a loaded profile: other test files keep hypothesis'
+# defaults. deadline=None: the first example of a shape pays a compile.
+# function_scoped_fixture: the autouse fixtures here and in conftest run
+# once per test, which is what they are meant to do.
+_SETTINGS = hypothesis.settings(
+    max_examples=25, deadline=None, print_blob=True,
+    suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
+                           hypothesis.HealthCheck.too_slow])
+_CHEAP = hypothesis.settings(_SETTINGS, max_examples=40)  # no compile inside
+
+_HANG_SECONDS = 120
+
+
+@pytest.fixture(autouse=True)
+def _hang_guard():
+  """Fails a test that runs longer than _HANG_SECONDS instead of hanging."""
+  def _raise(signum, frame):
+    del signum, frame
+    raise TimeoutError(f"property test exceeded {_HANG_SECONDS} s")
+  previous = signal.signal(signal.SIGALRM, _raise)
+  signal.setitimer(signal.ITIMER_REAL, _HANG_SECONDS)
+  yield
+  signal.setitimer(signal.ITIMER_REAL, 0)
+  signal.signal(signal.SIGALRM, previous)
+
+
+# ---------------------------------------------------------------- helpers --
+# (N, K) and dtype together: two shapes × two dtypes would double the
+# compiles (the bulk of the run time) for little extra coverage.
+CONFIGS = [((4, 2), "float32"), ((6, 3), "float64")]
+SHAPES = [shape for shape, _ in CONFIGS]
+DTYPES = [dtype for _, dtype in CONFIGS]
+# Bounded float32 values (exact in float64 too); includes 0 and repeats, so
+# collapsed columns and duplicate rows are drawn often.
+_ELEM = st.floats(-8, 8, width=32, allow_subnormal=False)
+
+
+@contextlib.contextmanager
+def _precision(dtype):
+  with jax.enable_x64(dtype == "float64"):
+    yield
+
+
+def _tol(dtype):
+  return {"float32": 2e-4, "float64": 1e-9}[dtype]
+
+
+def _close(a, b, dtype, scale=1.0):
+  np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                             rtol=_tol(dtype), atol=_tol(dtype) * scale)
+
+
+def _assert_finite(x, what):
+  x = np.asarray(x, np.float64)
+  assert np.all(np.isfinite(x)), f"{what} is not finite: {x}"
+
+
+@st.composite
+def _dense_graph(draw, n):
+  """A symmetric nonnegative (n, n) numpy graph: views, labels or weights."""
+  kind = draw(st.sampled_from(["views", "labels", "weights"]))
+  if kind == "views":
+    return np.asarray(graphs.views_graph(n // 2, 2), np.float64)
+  if kind == "labels":
+    labels = draw(hnp.arrays(np.int32, n, elements=st.integers(-1, 2)))
+    return np.asarray(graphs.supervised_graph(labels), np.float64)
+  w = draw(hnp.arrays(np.float64, (n, n),
+                      elements=st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.0])))
+  return np.triu(w) + np.triu(w, 1).T
+
+
+def _bcoo(g_np, dtype):
+  """BCOO with nse = N² (padded): one shape per N, so one compile per N."""
+  return graphs.to_bcoo(jnp.asarray(g_np, dtype), nse=g_np.shape[0]**2)
+
+
+def _offdiag_weight(g_np):
+  return float(g_np.sum() - np.trace(g_np))
+
+
+# Graph-form losses, each as f(z, g). eps=0 is a documented valid value.
+GRAPH_LOSSES = {
+    "vicreg": losses.vicreg,
+    "simclr": lambda z, g: losses.simclr(z, g, temperature=0.5),
+    "barlow_degree": losses.barlow_twins,
+    "barlow_unit": lambda z, g: losses.barlow_twins(z, g, column_norm="unit"),
+    "barlow_eps0": lambda z, g: losses.barlow_twins(z, g, eps=0.0),
+    "spectral": losses.spectral_contrastive,
+}
+
+
+def _needs_offdiag(name):
+  """simclr documents a ValueError when Σ_{i≠j} G_ij <= 0."""
+  return name.startswith("simclr")
+
+
+# ------------------------------------------------- graph losses: validity --
+@pytest.mark.parametrize("name", sorted(GRAPH_LOSSES))
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS))
+def test_graph_loss_finite_value_and_grad_dense_equals_bcoo(name, data, config):
+  shape, dtype = config
+  """Finite loss and gradient on any bounded finite (z, G); dense == BCOO;
+  or simclr's documented ValueError for a G without off-diagonal weight."""
+  n, k = shape
+  loss = GRAPH_LOSSES[name]
+  z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
+  g_np = data.draw(_dense_graph(n), "g")
+  with _precision(dtype):
+    z, g = jnp.asarray(z_np, dtype), jnp.asarray(g_np, dtype)
+    g_sp = _bcoo(g_np, dtype)
+    if _needs_offdiag(name) and _offdiag_weight(g_np) <= 0:
+      for graph in (g, g_sp):
+        with pytest.raises(ValueError, match="off-diagonal weight"):
+          loss(z, graph)
+      return
+    value = loss(z, g)
+    assert value.dtype == jnp.dtype(dtype) and value.shape == ()
+    _assert_finite(value, f"{name} value")
+    _assert_finite(jax.grad(loss)(z, g), f"{name} gradient")
+    # The BCOO path is a separate implementation: same value (its gradient
+    # is compared with the dense one in the per-loss test files).
+    _close(loss(z, g_sp), value, dtype, 1.0 + abs(float(value)))
+
+
+# ---------------------------------------------- graph losses: invariances --
+@pytest.mark.parametrize("name", sorted(GRAPH_LOSSES))
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS))
+def test_graph_loss_invariant_to_row_permutation(name, data, config):
+  shape, dtype = config
+  """Rows are samples: relabelling them (z → Pz, G → PGPᵀ) changes nothing."""
+  n, _ = shape
+  loss = GRAPH_LOSSES[name]
+  z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
+  g_np = data.draw(_dense_graph(n), "g")
+  hypothesis.assume(not _needs_offdiag(name) or _offdiag_weight(g_np) > 0)
+  perm = np.asarray(data.draw(st.permutations(range(n)), "perm"))
+  with _precision(dtype):
+    value = loss(jnp.asarray(z_np, dtype), jnp.asarray(g_np, dtype))
+    permuted = loss(jnp.asarray(z_np[perm], dtype),
+                    jnp.asarray(g_np[perm][:, perm], dtype))
+    _close(permuted, value, dtype, 1.0 + abs(float(value)))
+
+
+def _rotation(draw, k):
+  """A random (k, k) orthogonal matrix (QR of a Gaussian, seeded by draw)."""
+  seed = draw(st.integers(0, 2**32 - 1), "rotation seed")
+  q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((k, k)))
+  return q * np.sign(np.diag(r))
+
+
+# Losses that depend on z only through z zᵀ (inner products of rows), hence
+# invariant to z → zR for orthogonal R: VIC² ‖ZZᵀ − G‖², SimCLR (cosines)
+# and VICReg's invariance term Σ G_ij‖z_i − z_j‖². VICReg's variance and
+# covariance terms and Barlow Twins are NOT (they act on columns).
+ROTATION_INVARIANT = {
+    "spectral": losses.spectral_contrastive,
+    "simclr": lambda z, g: losses.simclr(z, g, temperature=0.5),
+    "vicreg_invariance": lambda z, g: losses.vicreg_terms(z, g)["invariance"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROTATION_INVARIANT))
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS))
+def test_rotation_invariant_losses(name, data, config):
+  shape, dtype = config
+  n, k = shape
+  loss = ROTATION_INVARIANT[name]
+  z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
+  g_np = data.draw(_dense_graph(n), "g")
+  hypothesis.assume(name != "simclr" or _offdiag_weight(g_np) > 0)
+  r = _rotation(data.draw, k)
+  with _precision(dtype):
+    g = jnp.asarray(g_np, dtype)
+    value = loss(jnp.asarray(z_np, dtype), g)
+    rotated = loss(jnp.asarray(z_np.astype(np.float64) @ r, dtype), g)
+    # Scale: the terms that cancel (‖ZᵀZ‖² + ‖G‖² for VIC²) set the error.
+    scale = 1.0 + float(np.sum(z_np.astype(np.float64)**2))**2 + np.sum(g_np**2)
+    _close(rotated, value, dtype, scale)
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS), column_norm=st.sampled_from(["degree",
+                                                                  "unit"]))
+def test_barlow_twins_invariant_to_positive_column_scaling(data, config,
+                                                           column_norm):
+  shape, dtype = config
+  """Documented: 'The loss is invariant to a positive rescaling of each
+  column of Z' (columns kept away from the eps floor)."""
+  n, k = shape
+  seed = data.draw(st.integers(0, 2**32 - 1), "seed")
+  rng = np.random.default_rng(seed)
+  z_np = rng.standard_normal(shape)
+  scale_k = data.draw(hnp.arrays(np.float64, k, elements=st.floats(0.1, 10)))
+  g_np = np.asarray(graphs.views_graph(n // 2, 2), np.float64)
+  with _precision(dtype):
+    g = jnp.asarray(g_np, dtype)
+    f = lambda z: losses.barlow_twins(jnp.asarray(z, dtype), g,
+                                      column_norm=column_norm)
+    value = f(z_np)
+    _close(f(z_np * scale_k), value, dtype, 1.0 + abs(float(value)))
+
+
+# ---------------------------------------------------- two-view losses -----
+TWO_VIEW_LOSSES = {
+    "vicreg_two_view": losses.vicreg_two_view,
+    "simclr_two_view": lambda a, b: losses.simclr_two_view(a, b,
+                                                           temperature=0.3),
+    "barlow_two_view": losses.barlow_twins_two_view,
+    "barlow_two_view_eps0": lambda a, b: losses.barlow_twins_two_view(a, b,
+                                                                      eps=0.0),
+    "spectral_two_view": losses.spectral_contrastive_two_view,
+    "frossl": lambda a, b: losses.frossl([a, b]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TWO_VIEW_LOSSES))
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS))
+def test_two_view_loss_finite_value_and_grad(name, data, config):
+  shape, dtype = config
+  """Any bounded finite pair of views: finite loss and gradient, or (frossl,
+  an all-zero view, where ‖C/tr C‖ is 0/0) the documented ValueError."""
+  loss = TWO_VIEW_LOSSES[name]
+  z1_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z1")
+  z2_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z2")
+  with _precision(dtype):
+    z1, z2 = jnp.asarray(z1_np, dtype), jnp.asarray(z2_np, dtype)
+    if name == "frossl" and (not z1_np.any() or not z2_np.any()):
+      with pytest.raises(ValueError, match="all zero"):
+        loss(z1, z2)
+      return
+    value = loss(z1, z2)
+    assert value.dtype == jnp.dtype(dtype) and value.shape == ()
+    _assert_finite(value, f"{name} value")
+    _assert_finite(jax.grad(loss)(z1, z2), f"{name} gradient")
+
+
+@pytest.mark.parametrize("name", ["simclr_two_view", "spectral_two_view"])
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS))
+def test_two_view_rotation_invariance(name, data, config):
+  shape, dtype = config
+  """Both depend on the views only through z1_iᵀz2_j (and norms)."""
+  loss = TWO_VIEW_LOSSES[name]
+  z1_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z1")
+  z2_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z2")
+  r = _rotation(data.draw, shape[1])
+  with _precision(dtype):
+    f = lambda a, b: loss(jnp.asarray(a, dtype), jnp.asarray(b, dtype))
+    value = f(z1_np, z2_np)
+    rotated = f(z1_np.astype(np.float64) @ r, z2_np.astype(np.float64) @ r)
+    scale = 1.0 + float(np.sum(z1_np.astype(np.float64)**2)
+                        * np.sum(z2_np.astype(np.float64)**2))
+    _close(rotated, value, dtype, scale)
+
+
+def _well_conditioned(data, shape, name="z"):
+  """Gaussian rows with column scales in [0.1, 10] (full rank a.s.)."""
+  seed = data.draw(st.integers(0, 2**32 - 1), f"{name} seed")
+  scale = data.draw(st.floats(0.1, 10), f"{name} scale")
+  return np.random.default_rng(seed).standard_normal(shape) * scale
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS),
+       eps=st.sampled_from([0.0, 0.1]))
+def test_wmse_finite_and_invariant_to_upper_triangular_maps(data, config, eps):
+  shape, dtype = config
+  """W-MSE: finite loss/gradient on full-rank views; documented invariance
+  z_v → z_v A + b_v for an invertible upper-triangular A (eps = 0 only: the
+  shrinkage toward I is not affine-equivariant)."""
+  n, k = shape
+  z1_np = _well_conditioned(data, shape, "z1")
+  z2_np = z1_np + 0.5 * _well_conditioned(data, shape, "z2")
+  with _precision(dtype):
+    f = lambda a, b: losses.wmse_two_view(jnp.asarray(a, dtype),
+                                          jnp.asarray(b, dtype), eps=eps)
+    value = f(z1_np, z2_np)
+    _assert_finite(value, "wmse value")
+    assert -1e-5 <= float(value) <= 4.0 + 1e-5  # 2 − 2·mean cosine
+    _assert_finite(jax.grad(f)(z1_np, z2_np), "wmse gradient")
+    if eps == 0.0:
+      upper = np.triu(data.draw(hnp.arrays(np.float64, (k, k),
+                                           elements=st.floats(-1, 1))), 1)
+      diag = data.draw(hnp.arrays(np.float64, k, elements=st.floats(0.5, 2)))
+      a = upper + np.diag(diag)
+      b1, b2 = np.arange(k), -np.arange(k)
+      # float32 whitening loses ~cond(cov)·eps_f32; compare loosely there.
+      tol = 1e-8 if dtype == "float64" else 2e-3
+      np.testing.assert_allclose(float(f(z1_np @ a + b1, z2_np @ a + b2)),
+                                 float(value), atol=tol)
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS),
+       views=st.sampled_from([2, 3]))
+def test_frossl_invariant_to_positive_column_scaling(data, config, views):
+  shape, dtype = config
+  """Documented: the released normalisation makes FroSSL invariant to
+  scaling each column of each view (away from the 1e-12 norm floor)."""
+  z_np = np.stack([_well_conditioned(data, shape, f"view {v}")
+                   for v in range(views)])
+  scale = data.draw(hnp.arrays(np.float64, (views, 1, shape[1]),
+                               elements=st.floats(0.01, 100)))
+  with _precision(dtype):
+    value = losses.frossl(jnp.asarray(z_np, dtype))
+    _assert_finite(value, "frossl")
+    # Bounded below by −V·log min(N, K) (documented).
+    assert float(value) >= -views * np.log(min(shape)) - 1e-4
+    _close(losses.frossl(jnp.asarray(z_np * scale, dtype)), value, dtype,
+           1.0 + abs(float(value)))
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS))
+def test_edge_vic2_terms_finite_and_loss_is_the_sum(data, config):
+  (b, k), dtype = config  # B edges
+  z_np = data.draw(hnp.arrays(np.float32, (2, b, k), elements=_ELEM), "z")
+  info_np = data.draw(hnp.arrays(np.float32, (3, 2, b),
+                                 elements=st.floats(1 / 64, 4, width=32)), "info")
+  with _precision(dtype):
+    terms = losses.edge_vic2_terms(jnp.asarray(z_np, dtype),
+                                   jnp.asarray(info_np, dtype))
+    for key in ("loss", "attraction", "repulsion"):
+      _assert_finite(terms[key], key)
+      assert terms[key].dtype == jnp.dtype(dtype)
+    # The attraction is a positively weighted sum of squared distances.
+    assert float(terms["attraction"]) >= 0
+    _close(terms["loss"], terms["attraction"] + terms["repulsion"], dtype,
+           1.0 + abs(float(terms["repulsion"])))
+
+
+# ------------------------------------------------ losses: invalid inputs --
+# Each corruption maps a valid (z, g) (numpy) to an invalid one; all are
+# documented ValueErrors of every graph-form loss. pytest.raises(ValueError)
+# lets any other exception type through as a failure.
+def _corrupt_z_value(value):
+  def corrupt(z, g, draw):
+    z = z.copy()
+    z[draw(st.integers(0, z.shape[0] - 1)), draw(st.integers(0, z.shape[1] - 1))] = value
+    return z, g
+  return corrupt
+
+
+def _corrupt_g_value(value):
+  def corrupt(z, g, draw):
+    g = g.copy()
+    i, j = draw(st.integers(0, g.shape[0] - 1)), draw(st.integers(0, g.shape[0] - 1))
+    g[i, j] = g[j, i] = value
+    return z, g
+  return corrupt
+
+
+def _asymmetric(z, g, draw):
+  g = g.copy()
+  i = draw(st.integers(0, g.shape[0] - 2))
+  g[i, i + 1] += draw(st.floats(1e-3, 10))  # > validate_graph's atol 1e-6
+  return z, g
+
+
+Z_G_CORRUPTIONS = {
+    "z rank 1": lambda z, g, draw: (z[:, 0], g),
+    "z rank 3": lambda z, g, draw: (z[None], g),
+    "z one row": lambda z, g, draw: (z[:1], g[:1, :1]),
+    "z no column": lambda z, g, draw: (z[:, :0], g),
+    "z nan": _corrupt_z_value(np.nan),
+    "z inf": _corrupt_z_value(-np.inf),
+    "g wrong N": lambda z, g, draw: (z, np.pad(g, ((0, 1), (0, 1)))),
+    "g not square": lambda z, g, draw: (z, g[:, :-1]),
+    "g rank 1": lambda z, g, draw: (z, g[0]),
+    "g asymmetric": _asymmetric,
+    "g nan": _corrupt_g_value(np.nan),
+    "g inf": _corrupt_g_value(np.inf),
+}
+ALL_GRAPH_LOSSES = dict(GRAPH_LOSSES, simclr_blocks=lambda z, g: losses.simclr(
+    z, g, block_size=3))
+
+
+@_CHEAP
+@given(data=st.data(), name=st.sampled_from(sorted(ALL_GRAPH_LOSSES)),
+       corruption=st.sampled_from(sorted(Z_G_CORRUPTIONS)),
+       sparse=st.booleans(), dtype=st.sampled_from(DTYPES))
+def test_graph_loss_invalid_z_or_g_raises_value_error(data, name, corruption,
+                                                     sparse, dtype):
+  z, g = np.ones((4, 2)) + np.arange(8).reshape(4, 2), np.asarray(
+      graphs.views_graph(2, 2), np.float64)
+  z, g = Z_G_CORRUPTIONS[corruption](z, g, data.draw)
+  with _precision(dtype):
+    g = jnp.asarray(g, dtype)
+    if sparse and g.ndim == 2 and g.shape[0] == g.shape[1]:  # stored values
+      g = graphs.to_bcoo(g)
+    with pytest.raises(ValueError):
+      ALL_GRAPH_LOSSES[name](jnp.asarray(z, dtype), g)
+
+
+# (loss, keyword, invalid values): each a documented ValueError.
+BAD_HYPERPARAMETERS = [
+    (losses.vicreg, "eps", [-1e-3, -np.inf, np.nan]),
+    (losses.simclr, "temperature", [0.0, -0.5, np.nan, np.inf, -np.inf]),
+    (losses.simclr, "block_size", [0, -2, 2.5, True]),
+    (losses.barlow_twins, "eps", [-1e-12, np.nan]),
+    (losses.barlow_twins, "column_norm", ["rows", ""]),
+]
+
+
+@_CHEAP
+@given(case=st.sampled_from([(f, kw, v) for f, kw, vs in BAD_HYPERPARAMETERS
+                             for v in vs]))
+def test_graph_loss_bad_hyperparameter_raises_value_error(case):
+  loss, keyword, value = case
+  z = jnp.ones((4, 2)) + jnp.arange(8.0).reshape(4, 2)
+  with pytest.raises(ValueError, match=keyword):
+    loss(z, graphs.views_graph(2, 2), **{keyword: value})
+
+
+def _two_view_cases():
+  ok = np.arange(8.0).reshape(4, 2) ** 1.5
+  nan = ok.copy()
+  nan[1, 1] = np.nan
+  cases = []
+  for name in ("vicreg_two_view", "simclr_two_view", "barlow_twins_two_view",
+               "spectral_contrastive_two_view", "wmse_two_view"):
+    f = getattr(losses, name)
+    cases += [(f, (ok, ok[:3]), {}), (f, (ok, ok[:, :1]), {}),
+              (f, (ok[0], ok[0]), {}), (f, (ok[None], ok[None]), {}),
+              (f, (ok, nan), {}), (f, (ok + np.inf, ok), {})]
+    if name != "simclr_two_view":  # documented N >= 1 there, N >= 2 here
+      cases.append((f, (ok[:1], ok[:1]), {}))
+  cases += [
+      (losses.vicreg_two_view, (ok, ok), {"eps": -1.0}),
+      (losses.simclr_two_view, (ok, ok), {"temperature": 0.0}),
+      (losses.simclr_two_view, (ok, ok), {"block_size": 0}),
+      (losses.barlow_twins_two_view, (ok, ok), {"eps": np.nan}),
+      (losses.wmse_two_view, (ok, ok), {"eps": 1.0}),
+      (losses.wmse_two_view, (ok, ok), {"eps": -0.1}),
+      (losses.wmse_two_view, (ok, ok), {"whitening_size": 3}),  # ∤ N = 4
+      (losses.wmse_two_view, (ok, ok), {"whitening_size": 2}),  # M <= K
+      (losses.wmse_two_view, (ok[:2], ok[:2]), {}),  # N <= K with eps = 0
+      (losses.wmse_whiten, (ok[:2],), {}),
+      (losses.wmse_whiten, (ok,), {"eps": np.nan}),
+      (lambda *v: losses.frossl(list(v)), (ok,), {}),  # V = 1
+      (lambda *v: losses.frossl(list(v)), (ok, ok[:3]), {}),
+      (lambda *v: losses.frossl(list(v)), (ok, nan), {}),
+      (lambda *v: losses.frossl(list(v)), (ok, 0 * ok), {}),  # all-zero view
+      (lambda v: losses.frossl(v), (ok[None],), {}),  # (1, N, K)
+      (lambda v: losses.frossl(v), (ok,), {}),  # rank 2
+      (losses.edge_vic2_terms, (np.ones((2, 1, 2)), np.ones((3, 2, 1))), {}),
+      (losses.edge_vic2_terms, (np.ones((3, 4, 2)), np.ones((3, 2, 4))), {}),
+      (losses.edge_vic2_terms, (np.ones((2, 4, 2)), np.ones((3, 4))), {}),
+      (losses.edge_vic2_terms, (np.full((2, 4, 2), np.nan), np.ones((3, 2, 4))),
+       {}),
+      (losses.edge_vic2_terms, (np.ones((2, 4, 2)), np.full((3, 2, 4), np.inf)),
+       {}),
+  ]
+  return cases
+
+
+@_CHEAP
+@given(case=st.sampled_from(_two_view_cases()), dtype=st.sampled_from(DTYPES))
+def test_two_view_and_edge_losses_invalid_input_raises_value_error(case, dtype):
+  loss, args, kwargs = case
+  with _precision(dtype):
+    with pytest.raises(ValueError):
+      loss(*(jnp.asarray(a, dtype) for a in args), **kwargs)
+
+
+# ================================================================ graphs ==
+def _dense(g):
+  """Dense float64 numpy copy; BCOO densified in numpy (duplicates summed,
+  padding dropped, as BCOO.todense) so that no shape triggers a compile."""
+  if not graphs.is_bcoo(g):
+    return np.asarray(g, np.float64)
+  n = g.shape[0]
+  data = np.asarray(g.data, np.float64)
+  rows, cols = np.asarray(g.indices).T
+  keep = (rows < n) & (cols < n)
+  out = np.zeros(g.shape)
+  np.add.at(out, (rows[keep], cols[keep]), data[keep])
+  return out
+
+
+def _assert_symmetric(g_np):
+  np.testing.assert_array_equal(g_np, g_np.T)
+
+
+@_CHEAP
+@given(n=st.sampled_from([1, 3]), v=st.sampled_from([1, 2, 3]),
+       order=st.sampled_from(["view_major", "sample_major"]),
+       self_loops=st.booleans())
+def test_views_graph_structure(n, v, order, self_loops):
+  """Symmetric 0/1, degree V − 1 (+1 with self loops), diagonal 0/1,
+  dense == sparse, and the two orders are one graph up to a permutation."""
+  g = _dense(graphs.views_graph(n, v, order=order, self_loops=self_loops))
+  assert g.shape == (n * v, n * v)
+  _assert_symmetric(g)
+  assert set(np.unique(g)) <= {0.0, 1.0}
+  np.testing.assert_array_equal(g.sum(axis=1), v - 1 + self_loops)
+  np.testing.assert_array_equal(np.diag(g), float(self_loops))
+  np.testing.assert_array_equal(
+      _dense(graphs.views_graph(n, v, order=order, self_loops=self_loops,
+                                sparse=True)), g)
+  # Row v·n + i (view-major) is row i·V + v (sample-major).
+  perm = np.arange(n * v).reshape(v, n).T.ravel()  # sample-major → view-major
+  other = "sample_major" if order == "view_major" else "view_major"
+  g_other = _dense(graphs.views_graph(n, v, order=other, self_loops=self_loops))
+  if order == "view_major":
+    np.testing.assert_array_equal(g[perm][:, perm], g_other)
+  else:
+    np.testing.assert_array_equal(g_other[perm][:, perm], g)
+
+
+@_CHEAP
+@given(bad=st.sampled_from([("n", 0), ("n", -3), ("n", 2.5), ("n", True),
+                            ("n", np.inf), ("n", None), ("v", 0), ("v", -1),
+                            ("v", 1.5), ("order", "random")]))
+def test_views_graph_invalid_raises_value_error(bad):
+  kwargs = {"n": 3, "v": 2, **dict([bad])}
+  with pytest.raises(ValueError):
+    graphs.views_graph(**kwargs)
+
+
+@_CHEAP
+@given(labels=hnp.arrays(np.int32, st.sampled_from([0, 3, 6]),
+                         elements=st.integers(-1, 3)),
+       normalized=st.booleans())
+def test_label_graphs_structure(labels, normalized):
+  """G_ij = [y_i = y_j ≥ 0] (/N_c normalised): symmetric, dense == sparse;
+  normalised rows of labelled samples sum to 1 and G_n is a projector."""
+  make = graphs.normalized_supervised_graph if normalized else graphs.supervised_graph
+  g = _dense(make(labels))
+  _assert_symmetric(g)
+  same = (labels[:, None] == labels[None, :]) & (labels[:, None] >= 0)
+  counts = same.sum(axis=1)
+  expected = same / np.maximum(counts, 1)[:, None] if normalized else same
+  np.testing.assert_allclose(g, expected, rtol=1e-6)
+  np.testing.assert_allclose(_dense(make(labels, sparse=True)), g, rtol=1e-6)
+  if normalized:
+    np.testing.assert_allclose(g.sum(axis=1), (labels >= 0).astype(float),
+                               rtol=1e-6)
+    np.testing.assert_allclose(g @ g, g, atol=1e-6)
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (np.zeros((2, 2), np.int32), {}),  # rank 2
+    (np.array([0.0, 1.0]), {}),  # float labels
+    (np.array([True, False]), {}),  # bool labels
+    (np.array([0, -2]), {}),  # < -1
+    (np.array([0, 3]), {"num_classes": 3}),  # >= C
+    (np.array([0, 1]), {"num_classes": 0}),
+    (np.array([0, 1]), {"num_classes": 1.5}),
+]), normalized=st.booleans(), sparse=st.booleans())
+def test_label_graphs_invalid_raises_value_error(case, normalized, sparse):
+  labels, kwargs = case
+  make = graphs.normalized_supervised_graph if normalized else graphs.supervised_graph
+  with pytest.raises(ValueError):
+    make(labels, sparse=sparse, **kwargs)
+
+
+@_CHEAP
+@given(data=st.data(), n=st.sampled_from([1, 4]), alpha=st.floats(0, 1),
+       sparse=st.booleans())
+def test_mixed_graph_is_the_convex_mix(data, n, alpha, sparse):
+  labels = data.draw(hnp.arrays(np.int32, n, elements=st.integers(-1, 2)))
+  g_sup = graphs.supervised_graph(labels, sparse=sparse)
+  g_ssl = graphs.to_bcoo(jnp.eye(n)) if sparse else jnp.eye(n)
+  g = graphs.mixed_graph(g_ssl, g_sup, alpha)
+  assert graphs.is_bcoo(g) == sparse
+  expected = (1 - alpha) * np.eye(n) + alpha * _dense(g_sup)
+  np.testing.assert_allclose(_dense(g), expected, rtol=1e-6, atol=1e-6)
+  graphs.validate_graph(g, n)  # symmetric and finite
+
+
+@_CHEAP
+@given(bad=st.sampled_from([("alpha", -0.1), ("alpha", 1.5), ("alpha", np.nan),
+                            ("alpha", np.inf), ("shape", None),
+                            ("square", None)]))
+def test_mixed_graph_invalid_raises_value_error(bad):
+  kind, alpha = bad
+  a, b = jnp.eye(3), jnp.ones((3, 3))
+  if kind == "shape":
+    a, alpha = jnp.eye(4), 0.5
+  elif kind == "square":
+    a, alpha = jnp.ones((3, 2)), 0.5
+  with pytest.raises(ValueError):
+    graphs.mixed_graph(a, b, alpha)
+
+
+@_CHEAP
+@given(data=st.data(), n=st.integers(1, 6), sparse=st.booleans())
+def test_signed_graph_structure_or_conflict_error(data, n, sparse):
+  pair = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))
+  pos = data.draw(st.lists(pair, max_size=6))
+  neg = data.draw(st.lists(pair, max_size=6))
+  pos_set = {frozenset(p) for p in pos}
+  neg_set = {frozenset(p) for p in neg}
+  if pos_set & neg_set:  # documented: a pair both positive and negative
+    with pytest.raises(ValueError, match="disjoint"):
+      graphs.signed_graph(n, np.array(pos, int).reshape(-1, 2),
+                          np.array(neg, int).reshape(-1, 2), sparse=sparse)
+    return
+  g = _dense(graphs.signed_graph(n, np.array(pos, int).reshape(-1, 2),
+                                 np.array(neg, int).reshape(-1, 2),
+                                 sparse=sparse))
+  _assert_symmetric(g)
+  expected = np.zeros((n, n))
+  for p in pos:
+    expected[p[0], p[1]] = expected[p[1], p[0]] = 1
+  for p in neg:
+    expected[p[0], p[1]] = expected[p[1], p[0]] = -1
+  np.testing.assert_array_equal(g, expected)
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (0, [[0, 1]], ()), (-1, (), ()), (2.5, (), ()),
+    (3, [[0, 3]], ()), (3, [[-1, 0]], ()), (3, (), [[0, 5]]),
+    (3, [[0.0, 1.0]], ()), (3, [0, 1], ()), (3, [[0, 1, 2]], ()),
+]))
+def test_signed_graph_invalid_raises_value_error(case):
+  n, pos, neg = case
+  with pytest.raises(ValueError):
+    graphs.signed_graph(n, np.asarray(pos), np.asarray(neg))
+
+
+@_SETTINGS
+@given(data=st.data(), n=st.sampled_from([5, 7]), k=st.sampled_from([1, 2]),
+       symmetrize=st.sampled_from(["union", "mutual", "average"]),
+       metric=st.sampled_from(["cosine", "euclidean"]), sparse=st.booleans())
+def test_knn_graph_structure(data, n, k, symmetrize, metric, sparse):
+  """Symmetric, entries in {0, ½, 1}, zero diagonal (exclude_self), union
+  degree >= k, average sums to N·k; dense == sparse."""
+  z = data.draw(hnp.arrays(np.float32, (n, 3), elements=_ELEM))
+  g = _dense(graphs.knn_graph(z, k, symmetrize=symmetrize, metric=metric))
+  _assert_symmetric(g)
+  assert set(np.unique(g)) <= {0.0, 0.5, 1.0}
+  np.testing.assert_array_equal(np.diag(g), 0.0)
+  if symmetrize == "union":
+    assert np.all((g > 0).sum(axis=1) >= k)
+  if symmetrize == "average":
+    np.testing.assert_allclose(g.sum(), n * k)
+  if sparse:
+    np.testing.assert_array_equal(
+        _dense(graphs.knn_graph(z, k, symmetrize=symmetrize, metric=metric,
+                                sparse=True)), g)
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (np.ones((4, 2)), {"k": 4}),  # k > N − 1
+    (np.ones((4, 2)), {"k": 5, "exclude_self": False}),
+    (np.ones((4, 2)), {"k": 0}),
+    (np.ones((4, 2)), {"k": 1.5}),
+    (np.ones(4), {"k": 1}),
+    (np.full((4, 2), np.nan), {"k": 1}),
+    (np.ones((4, 2)), {"k": 1, "symmetrize": "max"}),
+    (np.ones((4, 2)), {"k": 1, "metric": "l1"}),
+]))
+def test_knn_graph_invalid_raises_value_error(case):
+  z, kwargs = case
+  with pytest.raises(ValueError):
+    graphs.knn_graph(z, **kwargs)
+
+
+def _assert_edge_graph_invariants(eg):
+  """EdgeGraph contract: sorted, unique, both orders with equal weight > 0."""
+  keys = eg.rows.astype(np.int64) * eg.n + eg.cols
+  assert np.all(np.diff(keys) > 0)  # sorted by (row, col), no duplicates
+  assert np.all(eg.weights > 0) and np.all(np.isfinite(eg.weights))
+  assert np.all((eg.rows >= 0) & (eg.rows < eg.n) & (eg.cols >= 0)
+                & (eg.cols < eg.n))
+  g = _dense(eg.to_bcoo())
+  _assert_symmetric(g)
+  np.testing.assert_allclose(eg.degree(), g.sum(axis=1), rtol=1e-6)
+
+
+@_CHEAP
+@given(data=st.data(), n=st.integers(1, 6), mode=st.sampled_from(["union",
+                                                                  "sum"]))
+def test_symmetrize_edges_structure(data, n, mode):
+  e = data.draw(st.integers(0, 10))  # E = 0 (no edges) included
+  rows = data.draw(hnp.arrays(np.int64, e, elements=st.integers(0, n - 1)))
+  cols = data.draw(hnp.arrays(np.int64, e, elements=st.integers(0, n - 1)))
+  w = data.draw(hnp.arrays(np.float64, e, elements=st.floats(0.5, 4)))
+  eg = graphs.symmetrize_edges(n, rows, cols, w, mode=mode)
+  _assert_edge_graph_invariants(eg)
+  a = np.zeros((n, n))
+  for i, j, x in zip(rows, cols, w):
+    if mode == "union":
+      a[i, j] = max(a[i, j], x)
+    else:
+      a[i, j] += x
+  expected = np.maximum(a, a.T) if mode == "union" else a + a.T
+  np.testing.assert_allclose(_dense(eg.to_bcoo()), expected, rtol=1e-6)
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (0, [0], [0], None, "union"), (np.inf, [0], [0], None, "union"),
+    (None, [0], [0], None, "union"), (2.5, [0], [1], None, "union"),
+    (3, [0], [3], None, "union"), (3, [-1], [0], None, "union"),
+    (3, [0, 1], [1], None, "union"), (3, [0], [1], [0.0], "union"),
+    (3, [0], [1], [np.nan], "union"), (3, [0], [1], [-np.inf], "union"),
+    (3, [0], [1], [1.0, 2.0], "union"), (3, [0], [1], None, "max"),
+]))
+def test_symmetrize_edges_invalid_raises_value_error(case):
+  n, rows, cols, weights, mode = case
+  with pytest.raises(ValueError):
+    graphs.symmetrize_edges(n, rows, cols, weights, mode=mode)
+
+
+@_SETTINGS
+@given(data=st.data(), n=st.integers(2, 12), mode=st.sampled_from(["union",
+                                                                   "sum"]))
+def test_knn_edges_structure_or_documented_error(data, n, mode):
+  k = data.draw(st.integers(0, n + 1))
+  x = data.draw(hnp.arrays(np.float32, (n, 2), elements=_ELEM))
+  if not 1 <= k < n:
+    with pytest.raises(ValueError):
+      graphs.knn_edges(x, k, mode=mode)
+    return
+  eg = graphs.knn_edges(x, k, mode=mode)
+  _assert_edge_graph_invariants(eg)
+  assert np.all(eg.rows != eg.cols)  # never its own neighbour
+  assert n * k <= eg.num_entries <= 2 * n * k
+  assert np.all(np.bincount(eg.rows, minlength=n) >= k)
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (np.ones((4, 2)), np.inf), (np.ones((4, 2)), None), (np.ones((4, 2)), 1.5),
+    (np.ones(4), 1), (np.full((4, 2), np.nan), 1), (np.ones((4, 2)), 1, "max"),
+]))
+def test_knn_edges_invalid_raises_value_error(case):
+  x, k, *mode = case
+  with pytest.raises(ValueError):
+    graphs.knn_edges(x, k, mode=mode[0] if mode else "union")
+
+
+@_CHEAP
+@given(labels=hnp.arrays(np.int64, st.integers(1, 12),
+                         elements=st.integers(-1, 3)),
+       per_node=st.integers(1, 3), seed=st.integers(0, 10))
+def test_supervised_edges_only_link_same_known_labels(labels, per_node, seed):
+  eg = graphs.supervised_edges(labels, per_node, seed=seed)
+  _assert_edge_graph_invariants(eg)
+  assert np.all(labels[eg.rows] == labels[eg.cols])
+  assert np.all(labels[eg.rows] >= 0) and np.all(eg.rows != eg.cols)
+  # Every labelled row of a class with >= 2 members has an edge.
+  sizes = {c: np.sum(labels == c) for c in np.unique(labels[labels >= 0])}
+  deg = np.bincount(eg.rows, minlength=labels.size)
+  for i, y in enumerate(labels):
+    if y >= 0 and sizes[y] >= 2:
+      assert deg[i] >= 1
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (np.array([0.0, 1.0]), 1), (np.zeros((2, 2), int), 1),
+    (np.array([0, -2]), 1), (np.array([0, 0]), 0), (np.array([0, 0]), np.inf),
+    (np.array([0, 0]), 1.5),
+]))
+def test_supervised_edges_invalid_raises_value_error(case):
+  labels, per_node = case
+  with pytest.raises(ValueError):
+    graphs.supervised_edges(labels, per_node)
+
+
+_BAD_FILES = {
+    "empty.npy": lambda p: open(p, "wb").close(),
+    "empty.npz": lambda p: open(p, "wb").close(),
+    "junk.npy": lambda p: open(p, "wb").write(b"\x93NUMPY not an array"),
+    "junk.npz": lambda p: open(p, "wb").write(b"PK\x03\x04 not a zip"),
+    "text.npy": lambda p: open(p, "w").write("0 1\n1 2\n"),
+    "truncated.npy": lambda p: (np.save(p, np.array([[0, 1], [1, 2]])),
+                                _truncate(p, 5)),
+    "object.npy": lambda p: np.save(p, np.array([[0, 1]], object),
+                                    allow_pickle=True),
+    "float.npy": lambda p: np.save(p, np.array([[0.0, 1.0]])),
+    "rank1.npy": lambda p: np.save(p, np.array([0, 1])),
+    "three.npy": lambda p: np.save(p, np.array([[0, 1, 2]])),
+    "outside.npy": lambda p: np.save(p, np.array([[0, 3]])),
+    "npz_as.npy": lambda p: _save_renamed_npz(p),
+    "npy_as.npz": lambda p: _save_renamed_npy(p),
+    "no_edges.npz": lambda p: np.savez(p, pairs=np.array([[0, 1]])),
+    "bad_weights.npz": lambda p: np.savez(p, edges=np.array([[0, 1]]),
+                                          weights=np.array([-1.0])),
+    "nan_weights.npz": lambda p: np.savez(p, edges=np.array([[0, 1]]),
+                                          weights=np.array([np.nan])),
+    "short_weights.npz": lambda p: np.savez(p, edges=np.array([[0, 1]]),
+                                            weights=np.array([1.0, 2.0])),
+    "edges.txt": lambda p: open(p, "w").write("0 1\n"),
+}
+
+
+def _truncate(path, nbytes):
+  data = open(path, "rb").read()
+  open(path, "wb").write(data[:-nbytes])
+
+
+def _save_renamed_npz(path):
+  with open(path, "wb") as f:
+    np.savez(f, edges=np.array([[0, 1]]))
+
+
+def _save_renamed_npy(path):
+  with open(path, "wb") as f:
+    np.save(f, np.array([[0, 1]]))
+
+
+@pytest.mark.parametrize("name", sorted(_BAD_FILES))
+def test_load_edge_list_bad_file_raises_value_error(tmp_path, name):
+  path = str(tmp_path / name)
+  _BAD_FILES[name](path)
+  with pytest.raises(ValueError):
+    graphs.load_edge_list(path, 3)
+
+
+def test_load_edge_list_missing_file_raises_file_not_found(tmp_path):
+  with pytest.raises(FileNotFoundError):
+    graphs.load_edge_list(str(tmp_path / "missing.npy"), 3)
+
+
+@_CHEAP
+@given(data=st.data(), n=st.integers(1, 6), weighted=st.booleans())
+def test_load_edge_list_round_trip(tmp_path_factory, data, n, weighted):
+  """Saved pairs (E = 0 included) load as symmetrize_edges of them."""
+  e = data.draw(st.integers(0, 6))
+  edges = data.draw(hnp.arrays(np.int64, (e, 2), elements=st.integers(0, n - 1)))
+  w = data.draw(hnp.arrays(np.float64, e, elements=st.floats(0.5, 4)))
+  path = str(tmp_path_factory.mktemp("edges") / ("e.npz" if weighted else "e.npy"))
+  if weighted:
+    np.savez(path, edges=edges, weights=w)
+  else:
+    np.save(path, edges)
+  eg = graphs.load_edge_list(path, n)
+  ref = graphs.symmetrize_edges(n, edges[:, 0], edges[:, 1],
+                                w if weighted else None)
+  _assert_edge_graph_invariants(eg)
+  for field in ("rows", "cols", "weights"):
+    np.testing.assert_array_equal(getattr(eg, field), getattr(ref, field))
