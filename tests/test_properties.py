@@ -8,7 +8,8 @@ Z for rotation-invariant losses, documented scale invariances).
 
 Speed: a few fixed shapes (`st.sampled_from`) so the jitted cores compile a
 handful of times; `fast_compiles` skips XLA's optimisation passes; 20-40
-examples per property (`_SETTINGS`, local to this file). Every test runs
+examples per property (`_SETTINGS`, local to this file); about 1.5 min on
+2 busy cores. Every test runs
 under a SIGALRM guard (`_hang_guard`) so a hang fails instead of blocking.
 """
 
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("fast_compiles")
 # function_scoped_fixture: the autouse fixtures here and in conftest run
 # once per test, which is what they are meant to do.
 _SETTINGS = hypothesis.settings(
-    max_examples=25, deadline=None, print_blob=True,
+    max_examples=20, deadline=None, print_blob=True,
     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
                            hypothesis.HealthCheck.too_slow])
 _CHEAP = hypothesis.settings(_SETTINGS, max_examples=40)  # no compile inside
@@ -873,3 +874,391 @@ def test_load_edge_list_round_trip(tmp_path_factory, data, n, weighted):
   _assert_edge_graph_invariants(eg)
   for field in ("rows", "cols", "weights"):
     np.testing.assert_array_equal(getattr(eg, field), getattr(ref, field))
+
+
+# ================================================================ theory ==
+from ssljax import theory  # noqa: E402  (kept next to its tests)
+
+
+def _vic2(z, g):
+  """‖ZZᵀ − G‖² in float64 numpy."""
+  z = np.asarray(z, np.float64)
+  return float(np.sum((z @ z.T - g)**2))
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS),
+       loss=st.sampled_from(["spectral_contrastive", "vic2", "vicreg_squared"]))
+def test_optimal_embedding_attains_the_eckart_young_minimum(data, config, loss):
+  """Z* is finite, (N, k), and its VIC² loss is the Eckart–Young minimum
+  Σ_{i>k} μ_i² + Σ_{i<=k} min(μ_i, 0)², which no random Z beats."""
+  (n, _), dtype = config
+  g = data.draw(_dense_graph(n), "g")
+  k = data.draw(st.integers(1, n), "k")
+  with _precision(dtype):
+    z = np.asarray(theory.optimal_embedding(jnp.asarray(g, dtype), k,
+                                            loss=loss), np.float64)
+  assert z.shape == (n, k)
+  _assert_finite(z, "Z*")
+  mu = np.sort(np.linalg.eigvalsh(g))[::-1]
+  minimum = np.sum(mu[k:]**2) + np.sum(np.minimum(mu[:k], 0)**2)
+  scale = 1.0 + np.sum(g**2)
+  np.testing.assert_allclose(_vic2(z, g), minimum, atol=_tol(dtype) * 10 * scale)
+  z_rand = _well_conditioned(data, (n, k))
+  assert _vic2(z, g) <= _vic2(z_rand, g) + _tol(dtype) * 10 * scale
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS))
+def test_optimal_embedding_barlow_twins_is_optimal_or_documented_error(data,
+                                                                      config):
+  """Under the class-size normalised graph (a projector) and k <= C, Z* has
+  loss 0; the un-normalised YYᵀ with a class of size >= 2 has no closed
+  form: ValueError (documented)."""
+  (n, _), dtype = config
+  labels = data.draw(hnp.arrays(np.int32, n, elements=st.integers(0, 2)))
+  c = len(np.unique(labels))
+  k = data.draw(st.integers(1, c))
+  with _precision(dtype):
+    g_n = graphs.normalized_supervised_graph(labels, dtype=dtype)
+    z = theory.optimal_embedding(g_n, k, loss="barlow_twins")
+    _assert_finite(z, "Z*")
+    loss = losses.barlow_twins(z, g_n, column_norm="unit", lambda_offdiag=1.0)
+    assert float(loss) <= (1e-3 if dtype == "float32" else 1e-9)
+    g = graphs.supervised_graph(labels, dtype=dtype)
+    if np.max(np.bincount(labels)) >= 2:  # eigenvalues N_c ≠ 1 present
+      hypothesis.assume(np.sum(np.bincount(labels) == 1) < k)
+      with pytest.raises(ValueError, match="closed-form"):
+        theory.optimal_embedding(g, k, loss="barlow_twins")
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (np.eye(3), 0, {}), (np.eye(3), 4, {}), (np.eye(3), 1.5, {}),
+    (np.eye(3), True, {}), (np.eye(3), 1, {"loss": "vicreg"}),
+    (np.eye(3), 1, {"loss": "simclr"}), (np.eye(3), 1, {"loss": "mse"}),
+    (np.triu(np.ones((3, 3))), 1, {}), (np.full((3, 3), np.nan), 1, {}),
+    (np.ones((3, 2)), 1, {}), (np.ones(3), 1, {}),
+]))
+def test_optimal_embedding_invalid_raises_value_error(case):
+  g, k, kwargs = case
+  with pytest.raises(ValueError):
+    theory.optimal_embedding(jnp.asarray(g), k, **kwargs)
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS), d=st.sampled_from([2,
+                                                                          5]))
+def test_linear_optimal_weights_beats_random_weights(data, config, d):
+  (n, _), dtype = config
+  g = data.draw(_dense_graph(n), "g")
+  k = data.draw(st.integers(1, n), "k")
+  x = _well_conditioned(data, (n, d), "x")
+  with _precision(dtype):
+    w = np.asarray(theory.linear_optimal_weights(jnp.asarray(x, dtype),
+                                                 jnp.asarray(g, dtype), k),
+                   np.float64)
+  assert w.shape == (d, k)
+  _assert_finite(w, "W*")
+  best = _vic2(x @ w, g)
+  scale = 1.0 + np.sum(g**2)
+  for _ in range(3):  # any W, in particular random ones and W* ± noise
+    w_rand = _well_conditioned(data, (d, k), "w")
+    assert best <= _vic2(x @ w_rand, g) + _tol(dtype) * 10 * scale
+    assert best <= _vic2(x @ (w + 1e-2 * w_rand), g) + _tol(dtype) * 10 * scale
+
+
+@hypothesis.settings(_SETTINGS, max_examples=15)  # two eigh/subspace solves each
+@given(data=st.data(), n=st.sampled_from([4, 6]), k=st.sampled_from([1, 3]),
+       ridge=st.floats(0, 5), sigma=st.floats(0.5, 3))
+def test_kernel_embedding_is_stationary_and_methods_agree(data, n, k, ridge,
+                                                          sigma):
+  """float64: the gradient of ‖ZZᵀ − G‖² + ridge·Tr(ZᵀK⁻¹Z) vanishes at Z*,
+  coef = K⁻¹Z*, and eigh and subspace reach the same objective."""
+  with _precision("float64"):
+    x = _well_conditioned(data, (n, 2), "x")
+    kmat = np.asarray(theory.gaussian_kernel(x, x, sigma)) + 1e-3 * np.eye(n)
+    g = data.draw(_dense_graph(n), "g")
+    out = theory.kernel_embedding(jnp.asarray(kmat), jnp.asarray(g), k, ridge,
+                                  method="eigh")
+    z = np.asarray(out.z)
+    _assert_finite(z, "Z*")
+    kinv = np.linalg.inv(kmat)
+    objective = lambda z: _vic2(z, g) + ridge * np.trace(z.T @ kinv @ z)
+    grad = 4 * (z @ (z.T @ z) - g @ z) + 2 * ridge * kinv @ z
+    scale = 1.0 + np.sum(g**2) + ridge * np.linalg.norm(kinv, 2)
+    np.testing.assert_allclose(grad, 0, atol=1e-6 * scale)
+    np.testing.assert_allclose(kmat @ np.asarray(out.coef), z, atol=1e-6 * scale)
+    sub = theory.kernel_embedding(jnp.asarray(kmat), jnp.asarray(g), k, ridge,
+                                  method="subspace")
+    np.testing.assert_allclose(objective(np.asarray(sub.z)), objective(z),
+                               rtol=1e-6, atol=1e-6 * scale)
+    assert objective(z) <= objective(_well_conditioned(data, (n, k))) + 1e-9
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    ("kernel", -np.eye(3)), ("kernel", np.zeros((3, 3))),
+    ("kernel", np.triu(np.ones((3, 3)))), ("kernel", np.full((3, 3), np.inf)),
+    ("g", np.eye(4)), ("g", np.full((3, 3), np.nan)), ("k", 0), ("k", 4),
+    ("ridge", -1.0), ("ridge", np.nan), ("ridge", np.inf),
+    ("method", "lanczos"),
+]))
+def test_kernel_embedding_invalid_raises_value_error(case):
+  kwargs = {"kernel_matrix": np.eye(3), "g": np.eye(3), "k": 1, "ridge": 0.1,
+            "method": "eigh"}
+  kwargs["kernel_matrix" if case[0] == "kernel" else case[0]] = case[1]
+  with pytest.raises(ValueError):
+    theory.kernel_embedding(**kwargs)
+
+
+@_CHEAP
+@given(data=st.data(), kernel=st.sampled_from(["gaussian", "laplacian"]),
+       sigma=st.floats(0.1, 10))
+def test_kernels_are_symmetric_in_unit_interval(data, kernel, sigma):
+  x = data.draw(hnp.arrays(np.float64, (4, 2), elements=st.floats(-5, 5)))
+  f = theory.gaussian_kernel if kernel == "gaussian" else theory.laplacian_kernel
+  kmat = np.asarray(f(x, x, sigma))
+  np.testing.assert_allclose(kmat, kmat.T, atol=1e-6)
+  assert np.all((kmat > -1e-7) & (kmat <= 1 + 1e-6))
+  np.testing.assert_allclose(np.diag(kmat), 1.0, atol=1e-6)
+
+
+@_CHEAP
+@given(case=st.sampled_from([(np.ones((3, 2)), np.ones((3, 2)), s)
+                             for s in (0.0, -1.0, np.nan)]
+                            + [(np.ones((3, 2)), np.ones((3, 3)), 1.0),
+                               (np.ones(3), np.ones((3, 1)), 1.0)]),
+       kernel=st.sampled_from(["gaussian", "laplacian"]))
+def test_kernels_invalid_raise_value_error(case, kernel):
+  f = theory.gaussian_kernel if kernel == "gaussian" else theory.laplacian_kernel
+  with pytest.raises(ValueError):
+    f(*case)
+
+
+@_SETTINGS
+@given(data=st.data(), config=st.sampled_from(CONFIGS), ridge=st.floats(0, 3),
+       c=st.sampled_from([1, 2]))
+def test_ridge_head_is_the_minimiser_and_matches_lemma1(data, config, ridge, c):
+  """(W*, b*) is a stationary point of the convex eq. (1) (no perturbation
+  lowers it); Lemma 1's trace objective with G = y yᵀ equals its value;
+  Theorem 2's σ-gradient is <= 0 for this PSD G."""
+  (n, k), dtype = config
+  f = _well_conditioned(data, (n, k), "f")
+  y = _well_conditioned(data, (n, c), "y")
+  with _precision(dtype):
+    w, b = theory.ridge_head(f, y, ridge)
+    _assert_finite(w, "W*")
+    _assert_finite(b, "b*")
+    best = float(theory.ridge_head_loss(f, y, w, b, ridge))
+    tol = _tol(dtype) * 10 * (1.0 + best)
+    for _ in range(3):
+      dw = 1e-2 * _well_conditioned(data, w.shape, "dw")
+      db = 1e-2 * _well_conditioned(data, b.shape, "db")
+      assert best <= float(theory.ridge_head_loss(f, y, w + dw, b + db,
+                                                  ridge)) + tol
+    g = y @ y.T
+    np.testing.assert_allclose(float(theory.lemma1_objective(f, g, ridge)), best,
+                               rtol=1e-3 if dtype == "float32" else 1e-8,
+                               atol=tol)
+    sigma_grad = np.asarray(theory.sigma_gradient(f, g, ridge))
+    _assert_finite(sigma_grad, "σ-gradient")
+    assert np.all(sigma_grad <= tol)
+
+
+@_SETTINGS
+@given(data=st.data(), p=st.sampled_from([4, 6]), k=st.sampled_from([1, 2]),
+       extra=st.sampled_from([0, 1]))
+def test_orthogonal_head_is_the_minimum_over_orthonormal_heads(data, p, k,
+                                                               extra):
+  c = k + extra
+  z = _well_conditioned(data, (p, k), "z")
+  y = _well_conditioned(data, (p, c), "y")
+  value, w = theory.orthogonal_head_objective(z, y)
+  w = np.asarray(w, np.float64)
+  np.testing.assert_allclose(w @ w.T, np.eye(k), atol=1e-5)
+  loss = lambda w: float(np.sum((z @ w - y)**2) / p)
+  np.testing.assert_allclose(float(value), loss(w), rtol=1e-4, atol=1e-4)
+  for _ in range(3):  # random heads with orthonormal rows do no better
+    q, _ = np.linalg.qr(_well_conditioned(data, (c, k), "w").T.T)
+    assert float(value) <= loss(q.T) + 1e-4 * (1 + float(value))
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (theory.ridge_head, (np.ones((3, 2)), np.ones((4, 1)), 0.1)),
+    (theory.ridge_head, (np.ones((3, 2)), np.ones((3, 1)), -0.1)),
+    (theory.ridge_head, (np.ones((3, 2)), np.ones((3, 1)), np.nan)),
+    (theory.ridge_head, (np.ones((3, 2)), np.ones((3, 1)), np.inf)),
+    (theory.ridge_head, (np.full((3, 2), np.nan), np.ones((3, 1)), 0.1)),
+    (theory.ridge_head, (np.ones(3), np.ones((3, 1)), 0.1)),
+    (theory.ridge_head, (np.ones((0, 2)), np.ones((0, 1)), 0.1)),
+    (theory.ridge_head_loss, (np.ones((3, 2)), np.ones((3, 1)), np.ones((3, 1)),
+                              np.ones(1), 0.1)),
+    (theory.ridge_head_loss, (np.ones((3, 2)), np.ones((3, 1)), np.ones((2, 1)),
+                              np.ones(2), 0.1)),
+    (theory.ridge_head_loss, (np.ones((3, 2)), np.ones((3, 1)), np.ones((2, 1)),
+                              np.ones(1), -1.0)),
+    (theory.lemma1_objective, (np.ones((3, 2)), np.eye(4), 0.1)),
+    (theory.lemma1_objective, (np.ones((3, 2)), np.triu(np.ones((3, 3))), 0.1)),
+    (theory.lemma1_objective, (np.ones((3, 2)), np.eye(3), -0.1)),
+    (theory.sigma_gradient, (np.ones((3, 2)), np.full((3, 3), np.inf), 0.1)),
+    (theory.orthogonal_head_objective, (np.ones((3, 2)), np.ones((3, 1)))),
+    (theory.orthogonal_head_objective, (np.ones((3, 1)), np.ones((4, 1)))),
+    (theory.orthogonal_head_objective, (np.ones((3, 1)), np.full((3, 1), np.nan))),
+]))
+def test_supervised_theory_invalid_raises_value_error(case):
+  f, args = case
+  with pytest.raises(ValueError):
+    f(*args)
+
+
+def _orthonormal_rows(data, z, d):
+  q, _ = np.linalg.qr(_well_conditioned(data, (d, z), "w").astype(np.float64))
+  return q.T  # (z, d), W Wᵀ = I
+
+
+def _symmetric(data, d):
+  a = _well_conditioned(data, (d, d), "a")
+  return (a + a.T) / 4
+
+
+@_CHEAP
+@given(data=st.data(), d=st.sampled_from([3, 4]), z=st.sampled_from([1, 2]))
+def test_stiefel_velocity_is_tangent_and_descends(data, d, z):
+  """For W with orthonormal rows: ẆWᵀ = 0 (the flow stays on the Stiefel
+  manifold) and d/dt Tr(WAWᵀ) = 2Tr(ẆAWᵀ) <= 0 (it is a gradient flow)."""
+  with _precision("float64"):
+    a = _symmetric(data, d)
+    w = _orthonormal_rows(data, z, d)
+    v = np.asarray(theory.stiefel_flow_velocity(a, w))
+    np.testing.assert_allclose(v @ w.T, 0, atol=1e-10 * (1 + np.abs(a).max()))
+    assert 2 * np.trace(v @ a @ w.T) <= 1e-10 * (1 + np.abs(a).max())
+
+
+@_SETTINGS
+@given(data=st.data(), retraction=st.sampled_from(["polar", "qr"]),
+       tangent=st.booleans())
+def test_projected_gradient_descent_keeps_orthonormal_weights(data, retraction,
+                                                              tangent):
+  d, h, z = 3, 4, 2
+  with _precision("float64"):
+    a = _symmetric(data, d)
+    w1 = _orthonormal_rows(data, d, h).T  # (h, d), orthonormal columns
+    w2 = _orthonormal_rows(data, z, h)  # (z, h), orthonormal rows
+    w1_t, w2_t, path = theory.projected_gradient_descent(
+        a, w1, w2, lr=0.05, steps=5, retraction=retraction, tangent=tangent)
+    _assert_finite(path, "W path")
+    np.testing.assert_allclose(np.asarray(w1_t).T @ w1_t, np.eye(d), atol=1e-9)
+    np.testing.assert_allclose(np.asarray(w2_t) @ np.asarray(w2_t).T, np.eye(z),
+                               atol=1e-9)
+    euler = theory.stiefel_flow_euler(a, np.asarray(w2 @ w1), lr=0.05, steps=5)
+    assert euler.shape == path.shape == (6, z, d)
+    _assert_finite(euler, "Euler path")
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    ("a", np.triu(np.ones((3, 3)))), ("a", np.full((3, 3), np.nan)),
+    ("a", np.ones((3, 2))), ("w0", np.ones((1, 4))), ("w0", 2 * np.eye(1, 3)),
+    ("lr", 0.0), ("lr", -0.1), ("lr", np.nan), ("lr", np.inf),
+    ("steps", -1), ("steps", 2.0), ("steps", True),
+]))
+def test_stiefel_flow_euler_invalid_raises_value_error(case):
+  kwargs = {"a": np.eye(3), "w0": 0.5 * np.eye(1, 3), "lr": 0.1, "steps": 2}
+  kwargs[case[0]] = case[1]
+  with pytest.raises(ValueError):
+    theory.stiefel_flow_euler(**kwargs)
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    ("ts", [0.0]), ("ts", [1.0, 0.0]), ("ts", [0.0, np.nan]),
+    ("ts", [[0.0, 1.0]]), ("w0", 2 * np.eye(1, 3)), ("a", np.ones((3, 2))),
+]))
+def test_stiefel_flow_invalid_raises_value_error_before_solving(case):
+  kwargs = {"a": np.eye(3), "w0": 0.5 * np.eye(1, 3), "ts": [0.0, 1.0]}
+  kwargs[case[0]] = np.asarray(case[1])
+  with pytest.raises(ValueError):
+    theory.stiefel_flow(**kwargs)
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (theory.projected_gradient_descent, {"w1": np.ones((4, 3))}),  # not orth.
+    (theory.projected_gradient_descent, {"w2": np.ones((2, 4))}),
+    (theory.projected_gradient_descent, {"retraction": "cayley"}),
+    (theory.projected_gradient_descent, {"lr": -1.0}),
+    (theory.stiefel_weight_flow, {"ts": np.array([0.0, 0.0])}),
+    (theory.stiefel_weight_flow, {"w1": np.eye(4, 2)}),  # d mismatch
+]))
+def test_weight_dynamics_invalid_raises_value_error(case):
+  f, override = case
+  kwargs = {"a": np.eye(3), "w1": np.eye(4, 3), "w2": np.eye(2, 4)}
+  if f is theory.projected_gradient_descent:
+    kwargs.update(lr=0.1, steps=2)
+  else:
+    kwargs.update(ts=np.array([0.0, 1.0]))
+  kwargs.update(override)
+  with pytest.raises(ValueError):
+    f(**kwargs)
+
+
+@_CHEAP
+@given(t=hnp.arrays(np.float64, st.integers(1, 4), elements=st.floats(0, 50)),
+       lam=st.floats(0.01, 10), s0=st.floats(0.01, 10))
+def test_frossl_symmetric_singular_values_finite_and_between_s0_and_limit(
+    t, lam, s0):
+  """s(t) stays between s0 and its limit 1/√λ for t >= 0 (monotone)."""
+  with _precision("float64"):
+    s = np.asarray(theory.frossl_symmetric_singular_values(t, lam, s0))
+  _assert_finite(s, "s(t)")
+  lo, hi = sorted([s0, 1 / np.sqrt(lam)])
+  assert np.all((s >= lo * (1 - 1e-9)) & (s <= hi * (1 + 1e-9)))
+
+
+@_CHEAP
+@given(case=st.sampled_from([
+    (theory.frossl_symmetric_singular_values, (1.0, 0.0, 1.0)),
+    (theory.frossl_symmetric_singular_values, (1.0, 1.0, -0.5)),
+    (theory.frossl_symmetric_singular_values, (np.nan, 1.0, 1.0)),
+    (theory.frossl_symmetric_singular_values, (np.zeros((2, 2)), 1.0, 1.0)),
+    (theory.frossl_symmetric_singular_values, (-1.0, 1.0, 2.0)),  # t < 0
+    (theory.frossl_symmetric_singular_values, (1.0, np.ones((2, 2)), 1.0)),
+    (theory.frossl_symmetric_singular_values, (1.0, np.ones(2), np.ones(3))),
+    (theory.frossl_paper_eq34, (1.0, 1.0, 0.0, 1.0)),
+    (theory.frossl_paper_eq34, (1.0, np.nan, 1.0, 1.0)),
+    (theory.frossl_linear_dynamics, ([0.0, 1.0], 1.0, -1.0, 1.0, 1.0)),
+    (theory.frossl_linear_dynamics, ([1.0, 0.0], 1.0, 1.0, 1.0, 1.0)),
+    (theory.frossl_linear_dynamics, ([0.0, 1.0], np.ones(2), 1.0, np.ones(3),
+                                     1.0)),
+    (theory.frossl_linear_loss, (np.ones((2, 3)), np.ones((2, 4)),
+                                 np.ones((5, 3)), np.ones((5, 3)))),
+    (theory.frossl_linear_loss, (np.ones((2, 3)), np.ones((2, 3)),
+                                 np.ones((5, 3)), np.full((5, 3), np.inf))),
+    (theory.contrastive_data_matrix, (np.ones((4, 3)), np.ones((4, 2)))),
+    (theory.contrastive_data_matrix, (np.ones((4, 3)), np.ones((4, 3)),
+                                      np.full((4, 3), np.nan))),
+    (theory.contrastive_data_matrix, (np.ones(4), np.ones(4))),
+]))
+def test_frossl_and_data_dynamics_invalid_raise_value_error(case):
+  f, args = case
+  with pytest.raises(ValueError):
+    f(*args)
+
+
+@_CHEAP
+@given(data=st.data(), n=st.sampled_from([3, 6]), d=st.sampled_from([2, 3]),
+       negatives=st.booleans())
+def test_contrastive_data_matrix_symmetric_and_linear_loss_nonnegative(
+    data, n, d, negatives):
+  x = data.draw(hnp.arrays(np.float64, (n, d), elements=st.floats(-5, 5)))
+  xp = data.draw(hnp.arrays(np.float64, (n, d), elements=st.floats(-5, 5)))
+  xn = xp[::-1] if negatives else None
+  a = np.asarray(theory.contrastive_data_matrix(x, xp, xn))
+  _assert_finite(a, "A")
+  np.testing.assert_allclose(a, a.T, atol=1e-9)
+  w = data.draw(hnp.arrays(np.float64, (2, d), elements=st.floats(-2, 2)))
+  loss = theory.frossl_linear_loss(w, w, x, xp)
+  _assert_finite(loss, "FroSSL linear loss")
+  assert float(loss) >= 0  # a sum of squares
