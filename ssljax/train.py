@@ -356,7 +356,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
   Writes ``checkpoints/`` (orbax; a rerun with the same workdir resumes from
   the latest), ``metrics.jsonl``, ``tensorboard/``, ``config.json`` and
-  ``results.json`` (returned as a dict).
+  ``results.json`` (returned as a dict; ``seconds`` holds the wall time of
+  each phase: setup, train_steps, checkpoint_save, features, probe, knn,
+  baselines).
 
   Raises:
     ValueError: unknown method, loss form, optimiser, encoder or dtype.
@@ -364,6 +366,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     FloatingPointError: the loss or a gradient became non-finite.
   """
   start_time = time.time()
+  seconds = {}  # wall time of each phase, results.json "seconds"
   methods.check_method(config.method, config.loss.form, config.views.num_views,
                        config.graph.kind)
   os.makedirs(workdir, exist_ok=True)
@@ -455,6 +458,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         labels=known_labels(train_labels, config) if uses_labels(config)
         else None)
   train_start = time.time()
+  seconds["setup"] = train_start - start_time  # data, graph, state, restore
+  save_seconds = 0.0
   bar = tqdm.tqdm(range(start_step, total_steps), initial=start_step,
                   total=total_steps, desc=config.method, unit="step",
                   disable=jax.process_index() != 0)
@@ -481,12 +486,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         writer.write(done, values)
         bar.set_postfix(loss=f"{values['loss']:.4g}")
       if save:
+        save_start = time.time()
         _check_state_finite(state, done, ckpt)
         ckpt.save(done, args=ocp.args.StandardSave(state))
+        save_seconds += time.time() - save_start
   finally:
     # Also on errors: let an in-flight save finish rather than die half-done.
+    save_start = time.time()
     ckpt.wait_until_finished()
+    save_seconds += time.time() - save_start
   train_seconds = time.time() - train_start
+  # Train steps (incl. compile, input pipeline, logging) and the time the
+  # loop spent blocked in checkpoint saves (orbax writes asynchronously).
+  seconds["train_steps"] = train_seconds - save_seconds
+  seconds["checkpoint_save"] = save_seconds
 
   # Evaluation: the trained encoder and, as baselines, raw pixels and the
   # encoder at its random initialisation, all with the same probe.
@@ -496,8 +509,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       max_iter=config.eval.probe_max_iter,
       max_search_rows=config.eval.probe_search_rows, seed=config.seed)
   features = lambda s, x: extract_features(s, x, config.eval.batch_size, mesh)
+  phase_start = time.time()
   ftrain, ftest = features(state, train_images), features(state, test_images)
+  seconds["features"] = time.time() - phase_start
   trained = probe(ftrain, train_labels, ftest, test_labels)
+  seconds["probe"] = time.time() - phase_start - seconds["features"]
+  phase_start = time.time()
+  knn = evaluate.knn_accuracy(ftrain, train_labels, ftest, test_labels,
+                              k=config.eval.knn_k,
+                              temperature=config.eval.knn_temperature)
+  seconds["knn"] = time.time() - phase_start
   results = {
       "dataset": config.dataset.name,
       "method": config.method,
@@ -510,13 +531,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "train_seconds": train_seconds,
       "probe_test_accuracy": trained["test_accuracy"],
       "probe": trained,
-      "knn_test_accuracy": evaluate.knn_accuracy(
-          ftrain, train_labels, ftest, test_labels, k=config.eval.knn_k,
-          temperature=config.eval.knn_temperature),
+      "knn_test_accuracy": knn,
       "feature_dim": int(ftrain.shape[1]),
       "num_devices": jax.device_count(),
   }
   if config.eval.baselines:
+    phase_start = time.time()
     flat = lambda x: x.reshape(len(x), -1).astype(np.float32) / 255.0
     raw = probe(flat(train_images), train_labels, flat(test_images), test_labels)
     init_state = initial_state()
@@ -524,7 +544,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                  features(init_state, test_images), test_labels)
     results["raw_pixel_probe_test_accuracy"] = raw["test_accuracy"]
     results["random_init_probe_test_accuracy"] = rand["test_accuracy"]
+    seconds["baselines"] = time.time() - phase_start
   results["wall_seconds"] = time.time() - start_time
+  results["seconds"] = seconds
   if jax.process_index() == 0:
     _atomic_write(os.path.join(workdir, "results.json"),
                   json.dumps(results, indent=2))

@@ -51,6 +51,13 @@ def test_main_writes_results_metrics_and_checkpoints(fmnist_data_dir, tmp_path):
   assert results["steps"] == 6 and results["dataset"] == "fashion_mnist_local"
   for key in RESULT_KEYS[5:]:
     assert 0.1 < results[key] <= 1.0, (key, results[key])  # 10 classes: chance 0.1
+  # The phase timings are disjoint parts of the run: they add up to at most
+  # its wall time.
+  phases = results["seconds"]
+  assert set(phases) == {"setup", "train_steps", "checkpoint_save", "features",
+                         "probe", "knn", "baselines"}
+  assert all(v >= 0 for v in phases.values())
+  assert sum(phases.values()) <= results["wall_seconds"]
   lines = [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert [l["step"] for l in lines] == [2, 4, 6]
   assert all(np.isfinite(l["loss"]) for l in lines)
