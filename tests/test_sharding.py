@@ -9,7 +9,12 @@ statistics and optimiser state after them. A loss with per-device statistics
 (SimCLR negatives from one device, per-device covariances or whitening) is
 off by O(1), not by round-off.
 
-The worker runs in one subprocess (``python tests/test_sharding.py``) because
+The same comparison runs across processes: two processes on 127.0.0.1
+(``jax.distributed`` over gloo), 4 CPU devices each, every process handing
+over only its own rows of each global batch
+(``jax.make_array_from_process_local_data``), against 1 device of process 0.
+
+The worker runs in subprocesses (``python tests/test_sharding.py``) because
 the device count is fixed when JAX starts; it prints one JSON line per case
 and the test checks the tolerances. ``pytest -s`` prints the table.
 """
@@ -17,8 +22,10 @@ and the test checks the tolerances. ``pytest -s`` prints the table.
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -27,7 +34,7 @@ import numpy as np
 import optax
 import pytest
 
-from ssljax import methods, models, train
+from ssljax import distributed, methods, models, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -83,25 +90,49 @@ def test_cases_cover_every_method_and_form():
   assert {"supervised", "mixed"} <= {k for *_, k in CASES}
 
 
-def _worker_rows(cases):
-  """Runs the worker on ``cases`` in a subprocess with 8 CPU devices."""
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={NUM_DEVICES}")
-  arg = ",".join(str(CASES.index(c)) for c in cases)
-  proc = subprocess.run([sys.executable, os.path.abspath(__file__), arg],
-                        env=env, cwd=REPO, capture_output=True, text=True,
-                        timeout=1800)
-  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-  rows = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
+# Wall limit of a worker run; all 13 cases took ~X min on 2 shared cores.
+TIMEOUT_S = 1800
+
+
+def _worker_rows(cases, processes=1):
+  """Runs the worker on ``cases`` in ``processes`` subprocesses that share
+  NUM_DEVICES CPU devices; returns the JSON rows process 0 prints."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
+      f"--xla_force_host_platform_device_count={NUM_DEVICES // processes}"))
+  args = [sys.executable, os.path.abspath(__file__),
+          ",".join(str(CASES.index(c)) for c in cases)]
+  if processes > 1:
+    with socket.socket() as sock:
+      sock.bind(("127.0.0.1", 0))
+      port = sock.getsockname()[1]
+    args += [f"127.0.0.1:{port}", str(processes)]
+  procs = [subprocess.Popen(args + ([str(p)] if processes > 1 else []),
+                            env=env, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+           for p in range(processes)]
+  deadline = time.monotonic() + TIMEOUT_S
+  try:  # kill every process on a failure or a timeout: CI never hangs
+    outs = [p.communicate(timeout=max(deadline - time.monotonic(), 1))[0]
+            for p in procs]
+  except subprocess.TimeoutExpired:
+    outs = []
+  finally:
+    for p in procs:
+      p.kill()
+  assert len(outs) == processes, f"timed out after {TIMEOUT_S} s"
+  for p, out in zip(procs, outs):
+    assert p.returncode == 0, out[-6000:]
+  rows = [json.loads(l) for l in outs[0].splitlines() if l.startswith("{")]
   print("\n" + "\n".join(_table_line(r) for r in rows))
   assert len(rows) == len(cases) * len(RTOL)
+  assert all(r["processes"] == processes for r in rows)
   return rows
 
 
 def _table_line(row):
   diffs = " ".join(f"{k}={v:.1e}" for k, v in row["rel_diff"].items())
-  return (f"{row['dtype']:7s} {row['method']:20s} {row['form']:10s} "
-          f"V={row['views']} {row['graph']:10s} {diffs} "
+  return (f"{row['dtype']:7s} P={row['processes']} {row['method']:20s} "
+          f"{row['form']:10s} V={row['views']} {row['graph']:10s} {diffs} "
           f"gathered={row['all_gathers']}")
 
 
@@ -125,6 +156,16 @@ def test_eight_devices_equal_one_device():
 @pytest.mark.slow
 def test_every_method_and_form_eight_devices_equal_one_device():
   _check(_worker_rows(CASES))
+
+
+def test_two_processes_equal_one_device():
+  """VICReg's CNN case across 2 processes × 4 devices (gloo all-reduces)."""
+  _check(_worker_rows(FAST_CASES[:1], processes=2))
+
+
+@pytest.mark.slow
+def test_every_method_and_form_two_processes_equal_one_device():
+  _check(_worker_rows(CASES, processes=2))
 
 
 # ------------------------------------------------------------------ worker --
@@ -189,12 +230,13 @@ def _run(config, state, devices, batches):
   """Two steps on a mesh over ``devices``; returns numpy results and HLO."""
 
   mesh = train.make_mesh(devices)
-  state = jax.device_put(state, NamedSharding(mesh, P()))
+  replicated = NamedSharding(mesh, P())
+  state = jax.tree.map(lambda a: _put(np.asarray(a), replicated), state)
   views_sharding = NamedSharding(mesh, P(None, "data"))
   shardings = views_sharding
   if train.uses_labels(config):
     shardings = (views_sharding, NamedSharding(mesh, P("data")))
-  put = lambda b: jax.tree.map(jax.device_put, b, shardings)
+  put = lambda b: jax.tree.map(_put, b, shardings)
   step = train.sharded_train_step(config, mesh)
   compiled = step.lower(state, put(batches[0])).compile()
   losses, grads = [], []
@@ -205,6 +247,23 @@ def _run(config, state, devices, batches):
   final = jax.device_get((state.params, state.batch_stats, state.opt_state))
   return {"loss terms": losses, "gradients": grads, "final state": final,
           "hlo": compiled.as_text()}
+
+
+def _put(x, sharding):
+  """Global array of the host array ``x`` (same on every process), sharded
+  on its batch axis (the last one it names): each process hands over only
+  the contiguous rows of its own devices, as ``ssljax.train`` does."""
+  if sharding.is_fully_addressable:
+    return jax.device_put(x, sharding)
+  if not sharding.spec:  # replicated: every process holds all of x
+    return jax.make_array_from_callback(x.shape, sharding, lambda i: x[i])
+  axis = len(sharding.spec) - 1
+  spans = {(i[axis].start or 0, i[axis].stop or x.shape[axis]) for i in
+           sharding.addressable_devices_indices_map(x.shape).values()}
+  lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+  assert sum(b - a for a, b in spans) == hi - lo  # contiguous rows
+  local = np.take(x, np.arange(lo, hi), axis=axis)
+  return jax.make_array_from_process_local_data(sharding, local, x.shape)
 
 
 def _rel_diff(a, b):
@@ -235,6 +294,7 @@ def _worker(cases):
   # programs; they reorder nothing across devices that the check relies on.
   jax.config.update("jax_disable_most_optimizations", True)
   assert jax.device_count() == NUM_DEVICES, jax.devices()
+  lead = jax.process_index() == 0
   for dtype_name in RTOL:
     with jax.enable_x64(dtype_name == "float64"):
       dtype = np.dtype(dtype_name)
@@ -242,14 +302,19 @@ def _worker(cases):
         config = _config(method, form, views, graph)
         batches = _batches(views, graph != "views", dtype)
         state = _initial_state(config, dtype)
-        one = _run(config, state, jax.devices()[:1], batches)
+        # Process 1 waits in the first collective of the 8-device run.
+        one = (_run(config, state, jax.local_devices()[:1], batches) if lead
+               else None)
         many = _run(config, state, jax.devices(), batches)
+        if not lead:
+          continue
         rel = {k: _rel_diff(many[k], one[k])
                for k in ("loss terms", "gradients", "final state")}
         worst = {k: v[1] for k, v in rel.items()}
         rel = {k: v[0] for k, v in rel.items()}
         print(json.dumps({
-            "dtype": dtype_name, "method": method, "form": form,
+            "dtype": dtype_name, "processes": jax.process_count(),
+            "method": method, "form": form,
             "views": views, "graph": graph, "rel_diff": rel, "worst_leaf": worst,
             "loss": float(one["loss terms"][0]["loss"]),
             "has_all_reduce": "all-reduce" in many["hlo"],
@@ -257,4 +322,9 @@ def _worker(cases):
 
 
 if __name__ == "__main__":
+  # argv: case indices [coordinator process_count process_id]
+  if len(sys.argv) > 2:
+    distributed.initialize(ml_collections.ConfigDict(dict(
+        enabled=True, coordinator_address=sys.argv[2],
+        num_processes=int(sys.argv[3]), process_id=int(sys.argv[4]))))
   _worker([CASES[int(i)] for i in sys.argv[1].split(",")])
