@@ -160,8 +160,8 @@ def test_graph_loss_finite_value_and_grad_dense_equals_bcoo(name, data, config):
 @_SETTINGS
 @given(data=st.data(), config=st.sampled_from(CONFIGS))
 def test_graph_loss_invariant_to_row_permutation(name, data, config):
-  shape, dtype = config
   """Rows are samples: relabelling them (z → Pz, G → PGPᵀ) changes nothing."""
+  shape, dtype = config
   n, _ = shape
   loss = GRAPH_LOSSES[name]
   z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
