@@ -7,6 +7,7 @@ Parameters are replicated and the batch is sharded over a 1-D device mesh
 and BatchNorm see statistics of the whole global batch, not of one device.
 """
 
+import contextlib
 import functools
 import json
 import os
@@ -350,6 +351,16 @@ def _check_state_finite(state: TrainState, step: int, ckpt):
         f"loss terms were finite); not saved; {_checkpoint_note(ckpt)}")
 
 
+@contextlib.contextmanager
+def _timed(seconds: dict, phase: str):
+  """Adds the wall time of the ``with`` block to ``seconds[phase]``."""
+  start = time.time()
+  try:
+    yield
+  finally:
+    seconds[phase] = seconds.get(phase, 0.0) + time.time() - start
+
+
 # --------------------------------------------------------------------- main --
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Pretrains ``config.method`` and probes the encoder; writes under workdir.
@@ -459,7 +470,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         else None)
   train_start = time.time()
   seconds["setup"] = train_start - start_time  # data, graph, state, restore
-  save_seconds = 0.0
+  seconds["checkpoint_save"] = 0.0
   bar = tqdm.tqdm(range(start_step, total_steps), initial=start_step,
                   total=total_steps, desc=config.method, unit="step",
                   disable=jax.process_index() != 0)
@@ -486,20 +497,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         writer.write(done, values)
         bar.set_postfix(loss=f"{values['loss']:.4g}")
       if save:
-        save_start = time.time()
-        _check_state_finite(state, done, ckpt)
-        ckpt.save(done, args=ocp.args.StandardSave(state))
-        save_seconds += time.time() - save_start
+        with _timed(seconds, "checkpoint_save"):
+          _check_state_finite(state, done, ckpt)
+          ckpt.save(done, args=ocp.args.StandardSave(state))
   finally:
     # Also on errors: let an in-flight save finish rather than die half-done.
-    save_start = time.time()
-    ckpt.wait_until_finished()
-    save_seconds += time.time() - save_start
+    with _timed(seconds, "checkpoint_save"):
+      ckpt.wait_until_finished()
   train_seconds = time.time() - train_start
-  # Train steps (incl. compile, input pipeline, logging) and the time the
-  # loop spent blocked in checkpoint saves (orbax writes asynchronously).
-  seconds["train_steps"] = train_seconds - save_seconds
-  seconds["checkpoint_save"] = save_seconds
+  # Train steps (incl. compile, input pipeline, logging): the loop's time
+  # minus that spent blocked in checkpoint saves (orbax writes asynchronously).
+  seconds["train_steps"] = train_seconds - seconds["checkpoint_save"]
 
   # Evaluation: the trained encoder and, as baselines, raw pixels and the
   # encoder at its random initialisation, all with the same probe.
@@ -509,16 +517,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       max_iter=config.eval.probe_max_iter,
       max_search_rows=config.eval.probe_search_rows, seed=config.seed)
   features = lambda s, x: extract_features(s, x, config.eval.batch_size, mesh)
-  phase_start = time.time()
-  ftrain, ftest = features(state, train_images), features(state, test_images)
-  seconds["features"] = time.time() - phase_start
-  trained = probe(ftrain, train_labels, ftest, test_labels)
-  seconds["probe"] = time.time() - phase_start - seconds["features"]
-  phase_start = time.time()
-  knn = evaluate.knn_accuracy(ftrain, train_labels, ftest, test_labels,
-                              k=config.eval.knn_k,
-                              temperature=config.eval.knn_temperature)
-  seconds["knn"] = time.time() - phase_start
+  with _timed(seconds, "features"):
+    ftrain, ftest = features(state, train_images), features(state, test_images)
+  with _timed(seconds, "probe"):
+    trained = probe(ftrain, train_labels, ftest, test_labels)
+  with _timed(seconds, "knn"):
+    knn = evaluate.knn_accuracy(ftrain, train_labels, ftest, test_labels,
+                                k=config.eval.knn_k,
+                                temperature=config.eval.knn_temperature)
   results = {
       "dataset": config.dataset.name,
       "method": config.method,
@@ -536,15 +542,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "num_devices": jax.device_count(),
   }
   if config.eval.baselines:
-    phase_start = time.time()
-    flat = lambda x: x.reshape(len(x), -1).astype(np.float32) / 255.0
-    raw = probe(flat(train_images), train_labels, flat(test_images), test_labels)
-    init_state = initial_state()
-    rand = probe(features(init_state, train_images), train_labels,
-                 features(init_state, test_images), test_labels)
+    with _timed(seconds, "baselines"):
+      flat = lambda x: x.reshape(len(x), -1).astype(np.float32) / 255.0
+      raw = probe(flat(train_images), train_labels, flat(test_images),
+                  test_labels)
+      init_state = initial_state()
+      rand = probe(features(init_state, train_images), train_labels,
+                   features(init_state, test_images), test_labels)
     results["raw_pixel_probe_test_accuracy"] = raw["test_accuracy"]
     results["random_init_probe_test_accuracy"] = rand["test_accuracy"]
-    seconds["baselines"] = time.time() - phase_start
   results["wall_seconds"] = time.time() - start_time
   results["seconds"] = seconds
   if jax.process_index() == 0:
