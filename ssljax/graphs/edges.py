@@ -208,7 +208,7 @@ def knn_edges(features, k: int, *, mode: str = "union") -> EdgeGraph:
   if not 1 <= k_int < n:
     raise ValueError(f"k must be an integer in [1, N - 1 = {n - 1}], got {k!r}")
   from sklearn.neighbors import NearestNeighbors  # pylint: disable=import-outside-toplevel
-  nn = NearestNeighbors(n_neighbors=int(k), algorithm="brute").fit(x_NxD)
+  nn = NearestNeighbors(n_neighbors=k_int, algorithm="brute").fit(x_NxD)
   nbr_Nxk = nn.kneighbors(return_distance=False)  # X=None: self excluded
   rows_Nxk = np.broadcast_to(np.arange(n)[:, None], nbr_Nxk.shape)
   return symmetrize_edges(n, rows_Nxk, nbr_Nxk, mode=mode)
@@ -291,9 +291,9 @@ def load_edge_list(path: str, n: int, *, mode: str = "union") -> EdgeGraph:
     raise ValueError(f"edge list must be a .npy or .npz file, got {path!r}")
   try:
     loaded = np.load(path, allow_pickle=False)
+  except FileNotFoundError:
+    raise
   except (EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
-    if isinstance(e, FileNotFoundError):
-      raise
     raise ValueError(f"{path}: not a readable .npy/.npz file ({e})") from e
   if path.endswith(".npy"):
     if not isinstance(loaded, np.ndarray):  # e.g. an .npz renamed to .npy
