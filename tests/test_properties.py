@@ -110,6 +110,12 @@ def _offdiag_weight(g_np):
   return float(g_np.sum() - np.trace(g_np))
 
 
+def _draw_z_and_g(data, shape):
+  """A bounded float32 z of ``shape`` (N, K) and a dense (N, N) graph."""
+  z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
+  return z_np, data.draw(_dense_graph(shape[0]), "g")
+
+
 # Graph-form losses, each as f(z, g). eps=0 is a documented valid value.
 GRAPH_LOSSES = {
     "vicreg": losses.vicreg,
@@ -131,13 +137,11 @@ def _needs_offdiag(name):
 @_SETTINGS
 @given(data=st.data(), config=st.sampled_from(CONFIGS))
 def test_graph_loss_finite_value_and_grad_dense_equals_bcoo(name, data, config):
-  shape, dtype = config
   """Finite loss and gradient on any bounded finite (z, G); dense == BCOO;
   or simclr's documented ValueError for a G without off-diagonal weight."""
-  n, k = shape
+  shape, dtype = config
   loss = GRAPH_LOSSES[name]
-  z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
-  g_np = data.draw(_dense_graph(n), "g")
+  z_np, g_np = _draw_z_and_g(data, shape)
   with _precision(dtype):
     z, g = jnp.asarray(z_np, dtype), jnp.asarray(g_np, dtype)
     g_sp = _bcoo(g_np, dtype)
@@ -164,8 +168,7 @@ def test_graph_loss_invariant_to_row_permutation(name, data, config):
   shape, dtype = config
   n, _ = shape
   loss = GRAPH_LOSSES[name]
-  z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
-  g_np = data.draw(_dense_graph(n), "g")
+  z_np, g_np = _draw_z_and_g(data, shape)
   hypothesis.assume(not _needs_offdiag(name) or _offdiag_weight(g_np) > 0)
   perm = np.asarray(data.draw(st.permutations(range(n)), "perm"))
   with _precision(dtype):
@@ -198,12 +201,10 @@ ROTATION_INVARIANT = {
 @given(data=st.data(), config=st.sampled_from(CONFIGS))
 def test_rotation_invariant_losses(name, data, config):
   shape, dtype = config
-  n, k = shape
   loss = ROTATION_INVARIANT[name]
-  z_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z")
-  g_np = data.draw(_dense_graph(n), "g")
-  hypothesis.assume(name != "simclr" or _offdiag_weight(g_np) > 0)
-  r = _rotation(data.draw, k)
+  z_np, g_np = _draw_z_and_g(data, shape)
+  hypothesis.assume(not _needs_offdiag(name) or _offdiag_weight(g_np) > 0)
+  r = _rotation(data.draw, shape[1])
   with _precision(dtype):
     g = jnp.asarray(g_np, dtype)
     value = loss(jnp.asarray(z_np, dtype), g)
@@ -218,9 +219,9 @@ def test_rotation_invariant_losses(name, data, config):
                                                                   "unit"]))
 def test_barlow_twins_invariant_to_positive_column_scaling(data, config,
                                                            column_norm):
-  shape, dtype = config
   """Documented: 'The loss is invariant to a positive rescaling of each
   column of Z' (columns kept away from the eps floor)."""
+  shape, dtype = config
   n, k = shape
   seed = data.draw(st.integers(0, 2**32 - 1), "seed")
   rng = np.random.default_rng(seed)
@@ -252,9 +253,9 @@ TWO_VIEW_LOSSES = {
 @_SETTINGS
 @given(data=st.data(), config=st.sampled_from(CONFIGS))
 def test_two_view_loss_finite_value_and_grad(name, data, config):
-  shape, dtype = config
   """Any bounded finite pair of views: finite loss and gradient, or (frossl,
   an all-zero view, where ‖C/tr C‖ is 0/0) the documented ValueError."""
+  shape, dtype = config
   loss = TWO_VIEW_LOSSES[name]
   z1_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z1")
   z2_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z2")
@@ -274,8 +275,8 @@ def test_two_view_loss_finite_value_and_grad(name, data, config):
 @_SETTINGS
 @given(data=st.data(), config=st.sampled_from(CONFIGS))
 def test_two_view_rotation_invariance(name, data, config):
-  shape, dtype = config
   """Both depend on the views only through z1_iᵀz2_j (and norms)."""
+  shape, dtype = config
   loss = TWO_VIEW_LOSSES[name]
   z1_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z1")
   z2_np = data.draw(hnp.arrays(np.float32, shape, elements=_ELEM), "z2")
@@ -300,10 +301,10 @@ def _well_conditioned(data, shape, name="z"):
 @given(data=st.data(), config=st.sampled_from(CONFIGS),
        eps=st.sampled_from([0.0, 0.1]))
 def test_wmse_finite_and_invariant_to_upper_triangular_maps(data, config, eps):
-  shape, dtype = config
   """W-MSE: finite loss/gradient on full-rank views; documented invariance
   z_v → z_v A + b_v for an invertible upper-triangular A (eps = 0 only: the
   shrinkage toward I is not affine-equivariant)."""
+  shape, dtype = config
   n, k = shape
   z1_np = _well_conditioned(data, shape, "z1")
   z2_np = z1_np + 0.5 * _well_conditioned(data, shape, "z2")
@@ -330,9 +331,9 @@ def test_wmse_finite_and_invariant_to_upper_triangular_maps(data, config, eps):
 @given(data=st.data(), config=st.sampled_from(CONFIGS),
        views=st.sampled_from([2, 3]))
 def test_frossl_invariant_to_positive_column_scaling(data, config, views):
-  shape, dtype = config
   """Documented: the released normalisation makes FroSSL invariant to
   scaling each column of each view (away from the 1e-12 norm floor)."""
+  shape, dtype = config
   z_np = np.stack([_well_conditioned(data, shape, f"view {v}")
                    for v in range(views)])
   scale = data.draw(hnp.arrays(np.float64, (views, 1, shape[1]),
