@@ -22,6 +22,7 @@ and the test checks the tolerances. ``pytest -s`` prints the table.
 import json
 import os
 import re
+import itertools
 import socket
 import subprocess
 import sys
@@ -252,7 +253,8 @@ def _run(config, state, devices, batches):
           "hlo": compiled.as_text()}
 
 
-_BARRIERS = [0]  # barriers passed; every process passes them in one order
+# Barrier ids must be unique; every process passes the barriers in one order.
+_BARRIER_IDS = itertools.count(1)
 
 
 def _barrier(mesh):
@@ -263,9 +265,8 @@ def _barrier(mesh):
   if len({d.process_index for d in mesh.devices.flat}) == 1:
     return
   from jax._src import distributed as jax_distributed  # pylint: disable=import-outside-toplevel
-  _BARRIERS[0] += 1  # barrier ids must be unique
   jax_distributed.global_state.client.wait_at_barrier(
-      f"ssljax_test_sharding_{_BARRIERS[0]}", 600_000)
+      f"ssljax_test_sharding_{next(_BARRIER_IDS)}", 600_000)
 
 
 def _put(x, sharding):
