@@ -4,7 +4,6 @@ Identities are checked in float64 with rtol 1e-12 (1e-10 for gradients);
 finite differences use jax.test_util.check_grads (float64 defaults).
 """
 
-import doctest
 import functools
 import importlib
 
@@ -219,7 +218,3 @@ class TestFrosslErrors:
     with pytest.raises(ValueError, match=r"views\[1\] must be finite"):
       losses.frossl(list(z))
 
-
-def test_doctests():
-  result = doctest.testmod(frossl_module)
-  assert result.attempted > 0 and result.failed == 0

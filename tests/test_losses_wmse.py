@@ -5,9 +5,7 @@ basis, atol 1e-12 for whitened covariances); finite differences use
 jax.test_util.check_grads (float64 defaults).
 """
 
-import doctest
 import functools
-import importlib
 import json
 import os
 import subprocess
@@ -25,7 +23,6 @@ from ssljax import losses
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
-wmse_module = importlib.import_module("ssljax.losses.wmse")
 
 
 # ---------------------------------------------------------------------------
@@ -303,7 +300,3 @@ def _lapack_operand_ranks(jaxpr) -> list[int]:
       ranks += _lapack_operand_ranks(sub)
   return ranks
 
-
-def test_doctests():
-  result = doctest.testmod(wmse_module)
-  assert result.attempted > 0 and result.failed == 0

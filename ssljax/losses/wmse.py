@@ -172,7 +172,7 @@ def wmse_two_view_terms(
 
   Example:
     >>> z1 = jnp.array([[0., 1.], [2., 3.], [4., 4.], [1., 0.]])
-    >>> round(float(wmse_two_view_terms(z1, 2. * z1 + 1.)["loss"]), 6)
+    >>> round(abs(float(wmse_two_view_terms(z1, 2. * z1 + 1.)["loss"])), 6)
     0.0
   """
   z1_NxK = _as_float(z1)
