@@ -1,33 +1,55 @@
 # Fresh machine → running job. Everything the project needs is installed here:
-# Debian's Fashion-MNIST files (apt, as root or through sudo) and a local venv.
+# uv (pinned, in .uv/), the locked environment in .venv (uv.lock, exactly),
+# Debian's Fashion-MNIST files and, for the docs test, Debian's chromium
+# (apt, as root or through sudo).
 PYTHON ?= python3
 VENV ?= .venv
 WORKDIR ?= runs/vicreg
 CONFIG ?= configs/vicreg.py
+UV_VERSION := 0.13.9
+UV := .uv/bin/uv
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup data run test test-slow
+.PHONY: setup data browser run test test-slow lock
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]'
+$(UV):
+	$(PYTHON) -m venv .uv
+	.uv/bin/pip install --quiet 'uv==$(UV_VERSION)'
+
+# --locked: fail (instead of re-resolving) when uv.lock no longer matches
+# pyproject.toml, so CI catches a stale lock. UV_PYTHON_DOWNLOADS=never: use
+# the machine's $(PYTHON), never a downloaded interpreter.
+$(VENV)/.installed: pyproject.toml uv.lock | $(UV)
+	UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(VENV) UV_LINK_MODE=copy \
+	  $(UV) sync --locked --extra test --extra docs --python "$$(command -v $(PYTHON))"
 	touch $@
+
+# After editing the dependencies in pyproject.toml: re-resolve and commit uv.lock.
+lock: | $(UV)
+	$(UV) lock
 
 data: $(FMNIST)
 
 $(FMNIST):
-	$(SUDO) apt-get update -qq
-	$(SUDO) apt-get install -y -qq dataset-fashion-mnist
+	$(APT_GET) update -qq
+	$(APT_GET) install -y -qq dataset-fashion-mnist
+
+browser: $(CHROMIUM)
+
+$(CHROMIUM):
+	$(APT_GET) update -qq
+	$(APT_GET) install -y -qq chromium
 
 run: setup data
 	$(VENV)/bin/python -m ssljax.main --config $(CONFIG) --workdir $(WORKDIR)
 
-test: setup data
+test: setup data browser
 	$(VENV)/bin/python -m pytest -q
 
-test-slow: setup data
+test-slow: setup data browser
 	$(VENV)/bin/python -m pytest -q -m slow
