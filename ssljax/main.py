@@ -21,11 +21,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # run in JAX, so nothing else here uses BLAS threads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import re  # noqa: E402
+import sys  # noqa: E402
+
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ssljax import distributed, train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file (configs/*.py[:variant]).",
@@ -37,6 +37,104 @@ flags.mark_flags_as_required(["config", "workdir"])
 _SUMMARY_KEYS = ("dataset", "method", "epochs", "steps", "wall_seconds",
                  "probe_test_accuracy", "knn_test_accuracy",
                  "raw_pixel_probe_test_accuracy", "random_init_probe_test_accuracy")
+USAGE_ERROR = 2  # exit status of a user error (bad flag, config or file)
+RUN_ERROR = 1  # exit status of a run that failed (data, checkpoints, NaN)
+
+
+def _verbose(argv) -> bool:
+  """``--verbosity=N`` / ``-v N`` with N >= 1 asks for tracebacks. Read from
+  argv by hand: it must work when flag parsing itself fails."""
+  for i, arg in enumerate(argv):
+    m = re.fullmatch(r"--?(?:verbosity|v)(?:=(-?\d+))?", arg)
+    if m:
+      value = m.group(1) or (argv[i + 1] if i + 1 < len(argv) else "0")
+      try:
+        return int(value) >= 1
+      except ValueError:
+        return False
+  return False
+
+
+def _fail(message: str, status: int):
+  print(f"error: {message}", file=sys.stderr, flush=True)
+  sys.exit(status)
+
+
+def _config_arg(argv) -> str | None:
+  for i, arg in enumerate(argv):
+    if arg.startswith("--config="):
+      return arg.split("=", 1)[1]
+    if arg == "--config" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def _flag_error_message(exc: BaseException, argv) -> str:
+  """One line for an error raised while parsing the flags."""
+  from ssljax import config_validation  # pylint: disable=import-outside-toplevel
+  spec = _config_arg(argv)
+  if spec is not None:
+    path, _, variant = spec.partition(":")
+    if not os.path.isfile(path):
+      return f"config file {path!r} not found (--config={spec})"
+  text = str(exc).strip()
+  # An override of a field the config does not have.
+  if isinstance(exc, (AttributeError, KeyError)) and spec is not None:
+    unknown = [a.split("=", 1)[0][len("--config."):] for a in argv
+               if a.startswith("--config.")]
+    try:
+      config = _load_config(spec)
+    except Exception:  # pylint: disable=broad-except
+      config = None
+    if config is not None:
+      known = set(config_validation.field_paths(config))
+      for path in unknown:
+        node_ok = path in known or any(k.startswith(path + ".") for k in known)
+        if not node_ok:
+          near = config_validation.suggest(path, config)
+          hint = (f"; did you mean {' or '.join(repr('config.' + n) for n in near)}?"
+                  if near else "")
+          return f"unknown field 'config.{path}' in {spec}{hint}"
+  m = re.search(r"flag --config\.([\w.]+)=(.*?): (.*)", text, re.S)
+  if m:  # a value of the wrong type
+    field, value, why = m.groups()
+    why = why.splitlines()[0]
+    return (f"config.{field}={value!r}: cannot be parsed ({why}); give a value "
+            "of the field's type (see the config file)")
+  root = exc  # the innermost cause, e.g. get_config's ValueError
+  while root.__cause__ is not None or root.__context__ is not None:
+    root = root.__cause__ or root.__context__
+  lines = str(root).strip().splitlines()
+  first = lines[0] if lines else ""
+  if root is exc and isinstance(exc, flags.Error):
+    return first
+  return f"cannot load config {spec!r}: {type(root).__name__}: {first}"
+
+
+def _load_config(spec: str):
+  """The config of ``path[:variant]``, without overrides."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  path, _, variant = spec.partition(":")
+  module_spec = importlib.util.spec_from_file_location("_ssljax_config", path)
+  module = importlib.util.module_from_spec(module_spec)
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(path))))
+  try:
+    module_spec.loader.exec_module(module)
+  finally:
+    sys.path.pop(0)
+  return module.get_config(variant or None)
+
+
+def parse_flags(argv):
+  """absl's flag parsing, with user errors as one line and exit status 2."""
+  try:
+    return flags.FLAGS(argv)
+  except SystemExit:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    if _verbose(argv):
+      raise
+    _fail(_flag_error_message(e, argv), USAGE_ERROR)
 
 
 def main(argv):
@@ -44,14 +142,40 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
+  from ssljax import config_validation  # pylint: disable=import-outside-toplevel
+  try:  # the config file is loaded here (lazily, by the flag's value)
+    spec = _config_arg(sys.argv)
+    if spec is not None and not os.path.isfile(spec.partition(":")[0]):
+      raise FileNotFoundError(spec)
+    config = _CONFIG.value
+    config.keys()  # a lazily loaded config raises its loading error here
+  except Exception as e:  # pylint: disable=broad-except
+    if flags.FLAGS.verbosity >= 1:
+      raise
+    _fail(_flag_error_message(e, sys.argv), USAGE_ERROR)
+  try:  # every field, before any data is loaded or anything written
+    config_validation.validate(config)
+  except config_validation.ConfigError as e:
+    if flags.FLAGS.verbosity >= 1:
+      raise
+    _fail(f"{e} (config {flags.FLAGS['config'].serialize().split('=', 1)[-1]})",
+          USAGE_ERROR)
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from ssljax import checkpoints, data, distributed, train  # pylint: disable=import-outside-toplevel
   # TF only feeds data: keep it off accelerators that JAX needs.
   tf.config.set_visible_devices([], "GPU")
   # Before anything creates JAX's backend: a multi-process run joins here.
   distributed.initialize(_CONFIG.value.distributed)
-  results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  try:
+    results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  except (data.DatasetUnavailableError, checkpoints.CheckpointRestoreError,
+          FloatingPointError) as e:
+    if flags.FLAGS.verbosity >= 1:
+      raise
+    _fail(str(e).replace("\n", " "), RUN_ERROR)
   summary = {k: results[k] for k in _SUMMARY_KEYS if k in results}
   print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

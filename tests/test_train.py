@@ -127,11 +127,11 @@ def test_unavailable_dataset_fails_fast_with_instructions(tmp_path):
 
 
 def test_bad_config_values_are_rejected(fmnist_data_dir, tmp_path):
-  for key, value, match in [("optim.name", "sgdd", "optimiser"),
+  for key, value, match in [("optim.name", "sgdd", "optim.name='sgdd'"),
                             ("loss.form", "three_view", "form"),
                             ("method", "byol", "method"),
                             ("views.num_views", 3, "num_views"),
-                            ("graph.kind", "knn", "graph kind"),
+                            ("graph.kind", "knn", "graph.kind='knn'"),
                             ("graph.kind", "supervised", "form")]:
     config = _smoke_config(fmnist_data_dir, **{key: value})
     with pytest.raises(ValueError, match=match):

@@ -1,0 +1,149 @@
+"""Configuration errors: one line, exit status 2, before any data is loaded.
+
+``ssljax.config_validation.validate`` is checked on every shipped config and
+variant (all valid) and on bad values of each kind of rule; the entry point
+is run on the bad command lines of the issue and others, each of which must
+print exactly one line on stderr, exit with status 2 and write nothing.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ssljax import config_validation
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = sorted(f[:-3] for f in os.listdir(os.path.join(REPO, "configs"))
+                 if f.endswith(".py") and not f.startswith("_"))
+
+
+def _config(name="vicreg", variant=None):
+  module = __import__(f"configs.{name}", fromlist=["get_config"])
+  return module.get_config(variant)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_shipped_config_and_variant_is_valid(name):
+  module = __import__(f"configs.{name}", fromlist=["get_config"])
+  for variant in getattr(module, "VARIANTS", (None,)):
+    config_validation.validate(module.get_config(variant))
+
+
+@pytest.mark.parametrize("path,value,allowed", [
+    ("epochs", -1, "> 0"),
+    ("num_steps", -5, "-1"),
+    ("num_steps", 0, "-1"),
+    ("batch_size", 1, ">= 2"),
+    ("seed", -3, ">= 0"),
+    ("optim.name", "sgd", "'adamw', 'lars'"),
+    ("optim.learning_rate", 0.0, "> 0"),
+    ("optim.momentum", 1.0, "[0.0, 1.0)"),
+    ("views.crop_scale", (0.8, 0.2), "a <= b"),
+    ("views.jitter_prob", 1.5, "[0.0, 1.0]"),
+    ("views.crop", "center", "'random_resized'"),
+    ("views.flip", 1, "True or False"),
+    ("model.dtype", "float16", "'bfloat16'"),
+    ("model.projector", (512, 0), "integers >= 1"),
+    ("model.encoder", "vit", "'cnn'"),
+    ("eval.probe_val_fraction", 1.0, "(0.0, 1.0)"),
+    ("eval.probe_l2_grid", (), "non-empty"),
+    ("eval.knn_temperature", 0.0, "> 0"),
+    ("graph.kind", "knn", "'views'"),
+    ("method", "byol", "'vicreg'"),
+    ("loss.var_weight", -1.0, ">= 0"),
+])
+def test_bad_value_named_with_what_is_allowed(path, value, allowed):
+  config = _config()
+  *parents, leaf = path.split(".")
+  node = config
+  for p in parents:
+    node = node[p]
+  with node.ignore_type():
+    node[leaf] = value
+  with pytest.raises(config_validation.ConfigError) as err:
+    config_validation.validate(config)
+  message = str(err.value)
+  assert "\n" not in message
+  assert f"config.{path}={value!r}" in message and allowed in message, message
+
+
+def test_every_problem_is_reported_in_one_line():
+  config = _config()
+  config.epochs, config.num_steps = -1, -5
+  with pytest.raises(config_validation.ConfigError) as err:
+    config_validation.validate(config)
+  assert "config.epochs=-1" in str(err.value)
+  assert "config.num_steps=-5" in str(err.value)
+
+
+def test_loss_hyperparameters_are_checked_against_the_loss_function():
+  config = _config("simclr")
+  config.loss.temperature = -0.5
+  with pytest.raises(config_validation.ConfigError, match="temperature=-0.5"):
+    config_validation.validate(config)
+  config = _config("simclr")
+  with config.loss.unlocked():
+    config.loss.temprature = 0.1
+  with pytest.raises(config_validation.ConfigError,
+                     match="did you mean 'config.loss.temperature'"):
+    config_validation.validate(config)
+
+
+def test_suggest_finds_abbreviations_and_typos():
+  config = _config()
+  assert config_validation.suggest("optim.lr", config)[0] == "optim.learning_rate"
+  assert config_validation.suggest("optim.learnig_rate", config)[0] == (
+      "optim.learning_rate")
+  assert config_validation.suggest("epoch", config)[0] == "epochs"
+  assert config_validation.suggest("zzz.qqq", config) == []
+
+
+def _main(*args, cwd=REPO):
+  return subprocess.run([sys.executable, "-m", "ssljax.main", *args], cwd=cwd,
+                        capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--config.foo=1"], "unknown field 'config.foo'"),
+    (["--config.optim.lr=0.1"],
+     "did you mean 'config.optim.learning_rate'"),
+    (["--config.epochs=-1", "--config.num_steps=-5"],
+     "config.epochs=-1: must be a number > 0"),
+    (["--config.epochs=abc"], "config.epochs='abc': cannot be parsed"),
+    (["--config.optim.name=sgd"], "config.optim.name='sgd'"),
+    (["--config.views.crop_scale=(0.5,0.2)"], "config.views.crop_scale"),
+])
+def test_entry_point_prints_one_line_and_exits_2(tmp_path, args, expected):
+  workdir = tmp_path / "run"
+  proc = _main("--config", os.path.join(REPO, "configs", "vicreg.py"),
+               f"--workdir={workdir}", *args)
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+  assert expected in lines[0]
+  assert not workdir.exists()  # nothing written, nothing loaded
+
+
+def test_missing_config_file_and_bad_variant(tmp_path):
+  missing = _main("--config", str(tmp_path / "nope.py"), f"--workdir={tmp_path}")
+  assert missing.returncode == 2
+  assert missing.stderr.strip().splitlines() == [
+      f"error: config file '{tmp_path / 'nope.py'}' not found "
+      f"(--config={tmp_path / 'nope.py'})"]
+  variant = _main("--config", os.path.join(REPO, "configs", "vicreg.py") + ":smok",
+                  f"--workdir={tmp_path / 'run'}")
+  assert variant.returncode == 2
+  line, = variant.stderr.strip().splitlines()
+  assert "unknown variant 'smok'" in line and "'smoke'" in line
+
+
+def test_verbosity_keeps_the_traceback(tmp_path):
+  proc = _main("--config", os.path.join(REPO, "configs", "vicreg.py"),
+               f"--workdir={tmp_path / 'run'}", "--config.epochs=-1",
+               "--verbosity=1")
+  assert proc.returncode != 0 and "Traceback" in proc.stderr
+  assert "ConfigError" in proc.stderr
