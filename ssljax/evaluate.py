@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import tqdm
 
 __all__ = ["linear_probe", "knn_accuracy", "DEFAULT_L2_GRID"]
 
@@ -69,7 +70,8 @@ def _accuracy(params, x, y):
 
 def linear_probe(train_features, train_labels, test_features, test_labels, *,
                  l2_grid=DEFAULT_L2_GRID, val_fraction=0.1, max_iter=500,
-                 tol=1e-5, max_search_rows=None, seed=0) -> dict:
+                 tol=1e-5, max_search_rows=None, seed=0,
+                 progress: bool = False) -> dict:
   """Linear evaluation: multinomial logistic regression on frozen features.
 
   The standard offline probe: features are standardised with the training
@@ -94,6 +96,8 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
     max_search_rows: if set, the L2 search fits on this many (random) rows of
       the non-validation training set; None uses all of them.
     seed: seed of the random train/validation split.
+    progress: show a progress bar (one tick per fit: the grid, then the
+      refit) on stderr.
 
   Returns:
     dict with ``test_accuracy``, ``train_accuracy``, ``val_accuracy`` (of the
@@ -132,12 +136,16 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
             "b": jnp.zeros((num_classes,), jnp.float32)}
   grid = sorted(float(l) for l in l2_grid)[::-1]  # strong → weak: warm starts
   val_accuracies, fitted = [], []
-  for l2 in grid:
-    params, _ = fit_from(params, xtr[search], ytr[search], l2)
-    fitted.append(params)
-    val_accuracies.append(_accuracy(params, xtr[val], ytr[val]))
-  best = int(np.argmax(val_accuracies))
-  params, iterations = fit_from(fitted[best], xtr, ytr, grid[best])
+  with tqdm.tqdm(total=len(grid) + 1, desc="linear probe", unit="fit",
+                 disable=not progress) as bar:
+    for l2 in grid:
+      params, _ = fit_from(params, xtr[search], ytr[search], l2)
+      fitted.append(params)
+      val_accuracies.append(_accuracy(params, xtr[val], ytr[val]))
+      bar.update()
+    best = int(np.argmax(val_accuracies))
+    params, iterations = fit_from(fitted[best], xtr, ytr, grid[best])
+    bar.update()
   return {
       "test_accuracy": _accuracy(params, xte, yte),
       "train_accuracy": _accuracy(params, xtr, ytr),
@@ -150,7 +158,8 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
 
 
 def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
-                 k=20, temperature=0.07, block_size=1024) -> float:
+                 k=20, temperature=0.07, block_size=1024,
+                 progress: bool = False) -> float:
   """Weighted k-nearest-neighbour accuracy with cosine similarity.
 
   The k-NN monitor of Wu et al. 2018 (InstDisc) used by DINO and solo-learn:
@@ -164,6 +173,7 @@ def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
     k: number of neighbours (1 ≤ k ≤ N).
     temperature: τ > 0 of the vote weights.
     block_size: test rows per block.
+    progress: show a progress bar (one tick per block) on stderr.
 
   Returns:
     accuracy in [0, 1] as a Python float.
@@ -190,7 +200,8 @@ def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
 
   xte_n = normalise(xte)
   correct = 0
-  for start in range(0, len(xte_n), block_size):
+  for start in tqdm.trange(0, len(xte_n), block_size, desc="k-NN",
+                           unit="block", disable=not progress):
     block = xte_n[start:start + block_size]
     pad = block_size - len(block)  # pad the last block: one compiled shape
     pred = predict(jnp.asarray(np.pad(block, ((0, pad), (0, 0)))))

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -25,7 +26,8 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
-from ssljax import data, evaluate, graphs, methods, models
+from ssljax import (checkpoints, config_validation, data, evaluate, graphs,
+                    methods, models)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
            "create_network", "create_train_state", "train_step",
@@ -220,13 +222,18 @@ def _representations(state: TrainState, x):
   return h
 
 
-def extract_features(state, images, batch_size, mesh) -> np.ndarray:
-  """Encoder representations of uint8 images (N, H, W, C) → float32 (N, D)."""
+def extract_features(state, images, batch_size, mesh,
+                     desc: str | None = None) -> np.ndarray:
+  """Encoder representations of uint8 images (N, H, W, C) → float32 (N, D).
+
+  ``desc``: if given, a progress bar with this label (one tick per batch).
+  """
   sharding = NamedSharding(mesh, P("data"))
   fn = jax.jit(_representations, out_shardings=NamedSharding(mesh, P()))
   batch_size -= batch_size % mesh.size  # divisible over the devices
   out = []
-  for start in range(0, len(images), batch_size):
+  for start in tqdm.trange(0, len(images), batch_size, desc=desc,
+                           unit="batch", disable=desc is None):
     chunk = images[start:start + batch_size].astype(np.float32) / 255.0
     pad = batch_size - len(chunk)  # one compiled shape for every batch
     chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * 3)
@@ -352,13 +359,16 @@ def _check_state_finite(state: TrainState, step: int, ckpt):
 
 
 @contextlib.contextmanager
-def _timed(seconds: dict, phase: str):
-  """Adds the wall time of the ``with`` block to ``seconds[phase]``."""
+def _timed(seconds: dict, phase: str, announce: bool = False):
+  """Adds the wall time of the ``with`` block to ``seconds[phase]``; with
+  ``announce`` (process 0 only), prints the phase's duration when done."""
   start = time.time()
   try:
     yield
   finally:
     seconds[phase] = seconds.get(phase, 0.0) + time.time() - start
+  if announce and jax.process_index() == 0:
+    print(f"{phase}: done in {time.time() - start:.1f} s", flush=True)
 
 
 # --------------------------------------------------------------------- main --
@@ -372,14 +382,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   baselines).
 
   Raises:
-    ValueError: unknown method, loss form, optimiser, encoder or dtype.
+    ssljax.config_validation.ConfigError: a config field has a bad type,
+      range or name (a ValueError; one line naming each field).
     ssljax.data.DatasetUnavailableError: the dataset is not available.
     FloatingPointError: the loss or a gradient became non-finite.
+    ssljax.checkpoints.CheckpointRestoreError: checkpoints exist under
+      workdir but none restores (each step and its reason in the message).
   """
   start_time = time.time()
   seconds = {}  # wall time of each phase, results.json "seconds"
-  methods.check_method(config.method, config.loss.form, config.views.num_views,
-                       config.graph.kind)
+  # Every field, before anything is loaded or written (one-line ConfigError).
+  config_validation.validate(config)
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
@@ -422,12 +435,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       # latest_step() skips the leftovers and this option deletes them.
       options=ocp.CheckpointManagerOptions(max_to_keep=config.keep_checkpoints,
                                            cleanup_tmp_directories=True))
-  state, start_step = initial_state(), 0
-  if ckpt.latest_step() is not None:
-    start_step = ckpt.latest_step()
-    state = ckpt.restore(start_step, args=ocp.args.StandardRestore(state))
-    if jax.process_index() == 0:
-      print(f"resuming {workdir} from step {start_step}", flush=True)
+  # The newest intact step; damaged newer steps are moved aside with a
+  # one-line warning each (ssljax.checkpoints).
+  try:
+    state, start_step, _ = checkpoints.restore_latest(
+        ckpt, initial_state(), warn=lambda line: print(f"warning: {line}",
+                                                       file=sys.stderr,
+                                                       flush=True))
+  except checkpoints.CheckpointRestoreError:
+    ckpt.close()
+    raise
+  if start_step and jax.process_index() == 0:
+    print(f"resuming {workdir} from step {start_step}", flush=True)
   writer = _MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh)
@@ -499,11 +518,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       if save:
         with _timed(seconds, "checkpoint_save"):
           _check_state_finite(state, done, ckpt)
+          checkpoints.seal(ckpt)  # checksums of the finished earlier steps
           ckpt.save(done, args=ocp.args.StandardSave(state))
   finally:
     # Also on errors: let an in-flight save finish rather than die half-done.
     with _timed(seconds, "checkpoint_save"):
-      ckpt.wait_until_finished()
+      checkpoints.seal(ckpt)
   train_seconds = time.time() - train_start
   # Train steps (incl. compile, input pipeline, logging): the loop's time
   # minus that spent blocked in checkpoint saves (orbax writes asynchronously).
@@ -511,20 +531,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
   # Evaluation: the trained encoder and, as baselines, raw pixels and the
   # encoder at its random initialisation, all with the same probe.
+  # Each phase shows a progress bar and, when done, its duration.
+  shown = jax.process_index() == 0
   probe = functools.partial(
       evaluate.linear_probe, l2_grid=tuple(config.eval.probe_l2_grid),
       val_fraction=config.eval.probe_val_fraction,
       max_iter=config.eval.probe_max_iter,
-      max_search_rows=config.eval.probe_search_rows, seed=config.seed)
-  features = lambda s, x: extract_features(s, x, config.eval.batch_size, mesh)
-  with _timed(seconds, "features"):
-    ftrain, ftest = features(state, train_images), features(state, test_images)
-  with _timed(seconds, "probe"):
+      max_search_rows=config.eval.probe_search_rows, seed=config.seed,
+      progress=shown)
+  features = lambda s, x, what: extract_features(
+      s, x, config.eval.batch_size, mesh,
+      desc=f"features ({what})" if shown else None)
+  with _timed(seconds, "features", announce=True):
+    ftrain = features(state, train_images, "train")
+    ftest = features(state, test_images, "test")
+  with _timed(seconds, "probe", announce=True):
     trained = probe(ftrain, train_labels, ftest, test_labels)
-  with _timed(seconds, "knn"):
+  with _timed(seconds, "knn", announce=True):
     knn = evaluate.knn_accuracy(ftrain, train_labels, ftest, test_labels,
                                 k=config.eval.knn_k,
-                                temperature=config.eval.knn_temperature)
+                                temperature=config.eval.knn_temperature,
+                                progress=shown)
   results = {
       "dataset": config.dataset.name,
       "method": config.method,
@@ -542,13 +569,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "num_devices": jax.device_count(),
   }
   if config.eval.baselines:
-    with _timed(seconds, "baselines"):
+    with _timed(seconds, "baselines", announce=True):
+      if shown:
+        print("baselines: linear probe of raw pixels, then of the encoder at "
+              "its random initialisation", flush=True)
       flat = lambda x: x.reshape(len(x), -1).astype(np.float32) / 255.0
       raw = probe(flat(train_images), train_labels, flat(test_images),
                   test_labels)
       init_state = initial_state()
-      rand = probe(features(init_state, train_images), train_labels,
-                   features(init_state, test_images), test_labels)
+      rand = probe(features(init_state, train_images, "random-init, train"),
+                   train_labels,
+                   features(init_state, test_images, "random-init, test"),
+                   test_labels)
     results["raw_pixel_probe_test_accuracy"] = raw["test_accuracy"]
     results["random_init_probe_test_accuracy"] = rand["test_accuracy"]
   results["wall_seconds"] = time.time() - start_time
