@@ -7,7 +7,6 @@ Parameters are replicated and the batch is sharded over a 1-D device mesh
 and BatchNorm see statistics of the whole global batch, not of one device.
 """
 
-import contextlib
 import functools
 import json
 import os
@@ -15,7 +14,6 @@ import sys
 import time
 from typing import Any
 
-from flax.metrics import tensorboard
 from flax.training import train_state
 import jax
 import jax.numpy as jnp
@@ -27,7 +25,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
 from ssljax import (checkpoints, config_validation, data, evaluate, graphs,
-                    methods, models)
+                    methods, models, monitor)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
            "create_network", "create_train_state", "train_step",
@@ -255,121 +253,6 @@ def known_labels(labels: np.ndarray, config: ml_collections.ConfigDict) -> np.nd
   return out
 
 
-# -------------------------------------------------------------- bookkeeping --
-class _MetricWriter:
-  """metrics.jsonl and TensorBoard, written by process 0 only."""
-
-  def __init__(self, workdir: str, resume_step: int):
-    self.active = jax.process_index() == 0
-    if not self.active:
-      return
-    self.path = os.path.join(workdir, "metrics.jsonl")
-    # Drop lines past the restored step: those steps are recomputed exactly.
-    if os.path.exists(self.path):
-      with open(self.path) as f:
-        kept = [l for l in f if _kept_line(l, resume_step)]
-      _atomic_write(self.path, "".join(kept))
-    self.tb = tensorboard.SummaryWriter(os.path.join(workdir, "tensorboard"))
-
-  def write(self, step: int, metrics: dict):
-    if not self.active:
-      return
-    with open(self.path, "a") as f:
-      f.write(json.dumps({"step": step, **metrics}) + "\n")
-    for name, value in metrics.items():
-      self.tb.scalar(name, value, step)
-    self.tb.flush()
-
-
-def _kept_line(line: str, resume_step: int) -> bool:
-  """Whether a metrics.jsonl line survives a resume at ``resume_step``.
-
-  A line cut short by a kill (no newline, or not JSON) is dropped with the
-  steps after the checkpoint, which the resumed run writes again.
-  """
-  if not line.endswith("\n"):
-    return False
-  try:
-    return json.loads(line).get("step", 0) <= resume_step
-  except json.JSONDecodeError:
-    return False
-
-
-def _atomic_write(path: str, text: str):
-  """Writes ``text`` to ``path`` through a temporary file and a rename, so a
-  kill leaves either the old or the new file, never a truncated one."""
-  tmp = f"{path}.tmp"
-  with open(tmp, "w") as f:
-    f.write(text)
-  os.replace(tmp, path)
-
-
-@jax.jit
-def _all_finite(tree) -> jax.Array:
-  """bool scalar: every element of every leaf of ``tree`` is finite."""
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x))
-                            for x in jax.tree.leaves(tree)]))
-
-
-def _checkpoint_note(ckpt: ocp.CheckpointManager) -> str:
-  """Names the newest complete checkpoint on disk (waits for pending saves)."""
-  ckpt.wait_until_finished()
-  step = ckpt.latest_step()
-  if step is None:
-    return "no checkpoint was written yet (a rerun starts from step 0)"
-  return (f"last good checkpoint: step {step} at {ckpt.directory / str(step)} "
-          "(a rerun with this workdir resumes from it)")
-
-
-def _check_finite(metrics: dict, step: int,
-                  ckpt: ocp.CheckpointManager) -> dict[str, float]:
-  """The metrics of ``step`` as floats; raises if one is NaN or Inf.
-
-  Args:
-    metrics: the step's metrics (loss terms of the method and "grad_norm"),
-      scalars as floats or jax arrays.
-    step: the step that produced them (1-based, as in metrics.jsonl).
-    ckpt: the run's checkpoint manager, to name the last good checkpoint.
-
-  Returns:
-    dict name -> float, the same keys as ``metrics``.
-
-  Raises:
-    FloatingPointError: naming the step, every non-finite term with its value
-      and the last good checkpoint.
-  """
-  values = {k: float(v) for k, v in jax.device_get(metrics).items()}
-  bad = {k: v for k, v in values.items() if not np.isfinite(v)}
-  if bad:
-    terms = ", ".join(f"{k}={v}" for k, v in bad.items())
-    raise FloatingPointError(
-        f"non-finite value at step {step}: {terms}; stopped before "
-        f"writing this step's metrics or checkpoint; {_checkpoint_note(ckpt)}")
-  return values
-
-
-def _check_state_finite(state: TrainState, step: int, ckpt):
-  """Raises FloatingPointError if the state after ``step`` (parameters,
-  BatchNorm statistics, optimiser moments) holds a NaN or Inf: such a state
-  must never become a checkpoint, even when the step's loss was finite."""
-  if not bool(_all_finite(state)):
-    raise FloatingPointError(
-        f"non-finite parameters or optimiser state after step {step} (its "
-        f"loss terms were finite); not saved; {_checkpoint_note(ckpt)}")
-
-
-@contextlib.contextmanager
-def _timed(seconds: dict, phase: str, announce: bool = False):
-  """Adds the wall time of the ``with`` block to ``seconds[phase]``; with
-  ``announce`` (process 0 only), prints the phase's duration when done."""
-  start = time.time()
-  try:
-    yield
-  finally:
-    seconds[phase] = seconds.get(phase, 0.0) + time.time() - start
-  if announce and jax.process_index() == 0:
-    print(f"{phase}: done in {time.time() - start:.1f} s", flush=True)
-
 
 # --------------------------------------------------------------------- main --
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -447,7 +330,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     raise
   if start_step and jax.process_index() == 0:
     print(f"resuming {workdir} from step {start_step}", flush=True)
-  writer = _MetricWriter(workdir, start_step)
+  writer = monitor.MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh)
   step_fn_shardings = views_sharding
@@ -505,24 +388,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       state, metrics = step_fn(state, batch)
       done = step + 1
       if unchecked is not None and not bool(unchecked[2]):
-        _check_finite(unchecked[1], unchecked[0], ckpt)  # raises
-      unchecked = (done, metrics, _all_finite(metrics))
+        monitor.check_metrics_finite(unchecked[1], unchecked[0], ckpt)  # raises
+      unchecked = (done, metrics, monitor.all_finite(metrics))
       log = done % config.log_every_steps == 0 or done == total_steps
       save = done % config.checkpoint_every_steps == 0 or done == total_steps
       if log or save:  # the last step is both: nothing stays unchecked
-        values, unchecked = _check_finite(metrics, done, ckpt), None
+        values, unchecked = monitor.check_metrics_finite(metrics, done, ckpt), None
       if log:
         values["learning_rate"] = float(lr_fn(step))
         writer.write(done, values)
         bar.set_postfix(loss=f"{values['loss']:.4g}")
       if save:
-        with _timed(seconds, "checkpoint_save"):
-          _check_state_finite(state, done, ckpt)
+        with monitor.timed(seconds, "checkpoint_save"):
+          monitor.check_state_finite(state, done, ckpt)
           checkpoints.seal(ckpt)  # checksums of the finished earlier steps
           ckpt.save(done, args=ocp.args.StandardSave(state))
   finally:
     # Also on errors: let an in-flight save finish rather than die half-done.
-    with _timed(seconds, "checkpoint_save"):
+    with monitor.timed(seconds, "checkpoint_save"):
       checkpoints.seal(ckpt)
   train_seconds = time.time() - train_start
   # Train steps (incl. compile, input pipeline, logging): the loop's time
@@ -542,12 +425,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   features = lambda s, x, what: extract_features(
       s, x, config.eval.batch_size, mesh,
       desc=f"features ({what})" if shown else None)
-  with _timed(seconds, "features", announce=True):
+  with monitor.timed(seconds, "features", announce=True):
     ftrain = features(state, train_images, "train")
     ftest = features(state, test_images, "test")
-  with _timed(seconds, "probe", announce=True):
+  with monitor.timed(seconds, "probe", announce=True):
     trained = probe(ftrain, train_labels, ftest, test_labels)
-  with _timed(seconds, "knn", announce=True):
+  with monitor.timed(seconds, "knn", announce=True):
     knn = evaluate.knn_accuracy(ftrain, train_labels, ftest, test_labels,
                                 k=config.eval.knn_k,
                                 temperature=config.eval.knn_temperature,
@@ -569,7 +452,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "num_devices": jax.device_count(),
   }
   if config.eval.baselines:
-    with _timed(seconds, "baselines", announce=True):
+    with monitor.timed(seconds, "baselines", announce=True):
       if shown:
         print("baselines: linear probe of raw pixels, then of the encoder at "
               "its random initialisation", flush=True)
@@ -586,7 +469,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   results["wall_seconds"] = time.time() - start_time
   results["seconds"] = seconds
   if jax.process_index() == 0:
-    _atomic_write(os.path.join(workdir, "results.json"),
+    monitor.atomic_write(os.path.join(workdir, "results.json"),
                   json.dumps(results, indent=2))
   ckpt.close()
   return results

@@ -34,7 +34,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import train
+from ssljax import monitor, train
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 from configs import vicreg as vicreg_config  # noqa: E402
@@ -282,10 +282,10 @@ def test_huge_learning_rate_stops_the_job_naming_step_and_terms(
 
 
 def test_kept_line_drops_torn_and_later_lines():
-  assert train._kept_line('{"step": 3, "loss": 1.0}\n', 3)
-  assert not train._kept_line('{"step": 4, "loss": 1.0}\n', 3)
-  assert not train._kept_line('{"step": 2, "lo', 3)  # cut by a kill
-  assert not train._kept_line('{"step": 2, "lo\n', 3)
+  assert monitor.kept_line('{"step": 3, "loss": 1.0}\n', 3)
+  assert not monitor.kept_line('{"step": 4, "loss": 1.0}\n', 3)
+  assert not monitor.kept_line('{"step": 2, "lo', 3)  # cut by a kill
+  assert not monitor.kept_line('{"step": 2, "lo\n', 3)
 
 
 # ------------------------------------------------------------- determinism --
