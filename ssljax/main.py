@@ -160,6 +160,12 @@ def main(argv):
       raise
     _fail(f"{e} (config {flags.FLAGS['config'].serialize().split('=', 1)[-1]})",
           USAGE_ERROR)
+  try:  # a workdir that cannot be written is a user error too
+    os.makedirs(_WORKDIR.value, exist_ok=True)
+    if not os.access(_WORKDIR.value, os.W_OK | os.X_OK):
+      raise PermissionError(f"no write permission on {_WORKDIR.value!r}")
+  except OSError as e:
+    _fail(f"--workdir={_WORKDIR.value}: cannot be used ({e})", USAGE_ERROR)
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from ssljax import checkpoints, data, distributed, train  # pylint: disable=import-outside-toplevel
   # TF only feeds data: keep it off accelerators that JAX needs.

@@ -147,3 +147,13 @@ def test_verbosity_keeps_the_traceback(tmp_path):
                "--verbosity=1")
   assert proc.returncode != 0 and "Traceback" in proc.stderr
   assert "ConfigError" in proc.stderr
+
+
+def test_unusable_workdir_is_one_line(tmp_path):
+  blocker = tmp_path / "a_file"
+  blocker.write_text("")
+  proc = _main("--config", os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
+               f"--workdir={blocker / 'run'}")
+  assert proc.returncode == 2
+  line, = proc.stderr.strip().splitlines()
+  assert line.startswith(f"error: --workdir={blocker / 'run'}: cannot be used")
