@@ -49,11 +49,12 @@ def _offdiag_sq_sum(cov_KxK: jax.Array) -> jax.Array:
   return jnp.sum(offdiag_KxK**2)
 
 
-def _weighted_total(terms: dict, dtype, inv_weight, var_weight, cov_weight):
-  w = lambda x: jnp.asarray(x, dtype)
-  return (w(inv_weight) * terms["invariance"]
-          + w(var_weight) * terms["variance"]
-          + w(cov_weight) * terms["covariance"])
+def _with_loss(invariance, variance, covariance, dtype, weights) -> dict:
+  """The three terms and "loss" = their sum weighted by (inv, var, cov)."""
+  w_inv, w_var, w_cov = (jnp.asarray(x, dtype) for x in weights)
+  return {"invariance": invariance, "variance": variance,
+          "covariance": covariance,
+          "loss": w_inv * invariance + w_var * variance + w_cov * covariance}
 
 
 # ---------------------------------------------------------------------------
@@ -160,10 +161,7 @@ def _vicreg_terms_core(z_NxK, g_NxN, weights, eps):
   tr_zgz = graphs.graph_quadratic(g_NxN, zc_NxK)
   invariance = (2.0 / n) * (jnp.dot(d_N, sq_norms_N) - tr_zgz)
 
-  terms = {"invariance": invariance, "variance": variance,
-           "covariance": covariance}
-  terms["loss"] = _weighted_total(terms, z_NxK.dtype, *weights)
-  return terms
+  return _with_loss(invariance, variance, covariance, z_NxK.dtype, weights)
 
 
 def vicreg(
@@ -274,10 +272,7 @@ def _vicreg_two_view_terms_core(z1_NxK, z2_NxK, weights, eps):
                     + jnp.mean(_std_hinge(cov2_KxK, eps)))
   covariance = (_offdiag_sq_sum(cov1_KxK) + _offdiag_sq_sum(cov2_KxK)) / k
 
-  terms = {"invariance": invariance, "variance": variance,
-           "covariance": covariance}
-  terms["loss"] = _weighted_total(terms, z1_NxK.dtype, *weights)
-  return terms
+  return _with_loss(invariance, variance, covariance, z1_NxK.dtype, weights)
 
 
 def vicreg_two_view(

@@ -30,8 +30,7 @@ import numpy as np
 
 from ssljax import checks
 from ssljax.pal.labeler import Labeler
-from ssljax.pal.oracles import GraphOracle, Minibatch, check_batch_size
-from ssljax.pal.weights import uniform_pair_weights
+from ssljax.pal.oracles import GraphOracle
 
 __all__ = ["CaptchaOracle", "PruningOracle", "HierarchicalOracle"]
 
@@ -307,18 +306,11 @@ class HierarchicalOracle:
                    g)
     return g
 
-  def target(self) -> np.ndarray:
-    idx = np.arange(self.n)
-    return self.block(idx, idx)
+  # Same as GraphOracle's, over this oracle's own block and degree.
+  target = GraphOracle.target
+  minibatch = GraphOracle.minibatch
 
   def degree(self) -> np.ndarray:
     if self._degree_cache is None:
       self._degree_cache = self.target().sum(1)
     return self._degree_cache
-
-  def minibatch(self, rng, batch_size, embed=None) -> Minibatch:
-    del embed
-    b = check_batch_size(batch_size, self.n)
-    idx = rng.choice(self.n, size=b, replace=False)
-    return Minibatch(idx, self.block(idx, idx), self.degree()[idx], self.n,
-                     uniform_pair_weights(b, self.n))

@@ -31,7 +31,11 @@ __all__ = [
 
 
 def float_dtype(x):
-  """x's dtype if floating, else the default float dtype."""
+  """x's dtype if floating, else the default float dtype (float32/float64).
+
+  Args:
+    x: array-like of any shape. Raises nothing.
+  """
   x = jnp.asarray(x)
   return x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(
       float)
@@ -75,14 +79,21 @@ def check_k(k, n: int) -> int:
 
 
 def sorted_eigh(m_NxN: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """All eigenpairs of symmetric m, eigenvalues in descending order."""
+  """All eigenpairs of a symmetric matrix, eigenvalues in descending order.
+
+  Args:
+    m_NxN: (N, N) float array, symmetrised as (m + mᵀ)/2 first.
+
+  Returns:
+    (μ (N,), U (N, N)) of m's dtype: m = U diag(μ) Uᵀ, μ descending.
+  """
   m_NxN = 0.5 * (m_NxN + m_NxN.T)
   mu_N, u_NxN = jnp.linalg.eigh(m_NxN)
   return mu_N[::-1], u_NxN[:, ::-1]
 
 
 def potrf_sym(a_NxN: np.ndarray):
-  """Cholesky factor of the symmetric C-ordered a, in place (no copy).
+  """Cholesky factor of the symmetric C-ordered (N, N) float64 a, in place.
 
   Passes the Fortran-ordered view aᵀ (= a) with lower=True, so LAPACK
   works on a's memory instead of a transposed copy. Reads only the upper
@@ -201,18 +212,32 @@ def top_eigenpairs_subspace(m_NxN: np.ndarray, k: int, upper: float, *,
 
 
 def gershgorin_upper(m_NxN) -> float:
-  """max_i (m_ii + Σ_{j≠i} |m_ij|) >= λ_max(m)."""
+  """Gershgorin bound max_i (m_ii + Σ_{j≠i} |m_ij|) >= λ_max(m).
+
+  Args:
+    m_NxN: (N, N) symmetric array (NumPy or jax), any real dtype.
+
+  Returns:
+    Python float (the bound). Raises nothing.
+  """
   m_NxN = np.asarray(m_NxN)
   diag_N = np.diagonal(m_NxN)
   return float(np.max(diag_N + np.sum(np.abs(m_NxN), axis=1) - np.abs(diag_N)))
 
 
 def sqrt_clipped(u_Nxk: jax.Array, mu_k: jax.Array,
-                  scale=None) -> jax.Array:
-  """U diag(√max(μ, 0)): the best rank-k PSD square root.
+                 scale=None) -> jax.Array:
+  """U diag(√max(μ, 0)): the best rank-k PSD square root (Eckart–Young).
 
   Eigenvalues within rounding of 0 (|μ| <= N·eps·scale, scale = max|μ| by
   default) count as 0, so exact zero eigenvalues give exactly zero columns.
+
+  Args:
+    u_Nxk: (N, k) eigenvectors; mu_k: (k,) eigenvalues, same float dtype.
+    scale: magnitude for the rounding threshold, or None for max|μ|.
+
+  Returns:
+    (N, k) array of u's dtype. jit-safe; raises nothing.
   """
   if scale is None:
     scale = jnp.max(jnp.abs(mu_k))
