@@ -92,7 +92,7 @@ def run(cfg) -> dict:
     unconstrained.append(dict(loss=loss, norm=norm, t_norm_above_1e6=t_div))
 
   t_gd = lr * np.arange(1, steps + 1)
-  return dict(
+  result = dict(
       eigenvalues_a=lam, v_min=v_min, ts=ts, t_gd=t_gd,
       constrained=[dict(w=c["w"], loss=c["loss"],
                         final_alignment=c["final_alignment"],
@@ -106,6 +106,8 @@ def run(cfg) -> dict:
                                           for u in unconstrained],
           unconstrained_max_norm=[float(np.nanmax(u["norm"]))
                                   for u in unconstrained]))
+  print({k: v for k, v in result["summary"].items()})
+  return result
 
 
 def plot(result: dict, out) -> None:
@@ -136,11 +138,8 @@ def plot(result: dict, out) -> None:
 
 
 def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  result = run(args)
-  plot(result, args.out)
-  _common.save_json(args.out, "dynamics_half_moons.json", result)
-  print({k: v for k, v in result["summary"].items()})
+  return _common.run_experiment(__doc__, "dynamics_half_moons", run, plot,
+                                argv)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def _fashion_mnist():
   root = fashion_mnist.find_fashion_mnist_files()
   if root is None:
     return None
-  images, labels = fashion_mnist._read_split(root, "train")  # validated IDX
+  images, labels = fashion_mnist.read_split(root, "train")  # validated IDX
   keep = np.concatenate([np.flatnonzero(labels == c)[:200]
                          for c in FASHION_CLASSES])
   side = 28 // FASHION_BLOCK
@@ -190,7 +190,7 @@ def run(cfg) -> dict:
   fashion_data = _fashion_mnist()
   fashion = None if fashion_data is None else _ode_vs_gd(
       *fashion_data, np.random.default_rng(1), h=h, z=z, lr=lr, steps=steps)
-  names = {c: fashion_mnist._CLASS_NAMES[c] for c in FASHION_CLASSES}
+  names = {c: fashion_mnist.CLASS_NAMES[c] for c in FASHION_CLASSES}
   fashion_name = "Fashion-MNIST {} vs {}".format(*names.values())
 
   # ---- Fig. 4 left: time per step against width (digits A) ---------------

@@ -127,10 +127,7 @@ def plot(result: dict, out) -> None:
 
 
 def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  result = run(args)
-  plot(result, args.out)
-  _common.save_json(args.out, "dynamics_width.json", result)
+  return _common.run_experiment(__doc__, "dynamics_width", run, plot, argv)
 
 
 if __name__ == "__main__":

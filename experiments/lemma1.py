@@ -141,11 +141,7 @@ def plot(result: dict, out) -> None:
 
 
 def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  result = run(args)
-  plot(result, args.out)
-  _common.save_json(args.out, "lemma1.json", result)
-  return result
+  return _common.run_experiment(__doc__, "lemma1", run, plot, argv)
 
 
 if __name__ == "__main__":

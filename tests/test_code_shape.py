@@ -56,6 +56,13 @@ def test_no_private_name_crosses_a_module():
   assert not uses, "\n".join(uses)
 
 
+@pytest.mark.parametrize("folder", ["experiments", "benchmarks"])
+def test_scripts_use_only_public_library_names(folder):
+  uses = [u for p in sorted((ROOT / folder).glob("*.py"))
+          for u in private_uses(p)]
+  assert not uses, "\n".join(uses)
+
+
 # train.py is being reworked separately (checkpoint restore, config
 # validation); it is the one module allowed over the limit until then.
 LONG_MODULES = {"ssljax/train.py"}
