@@ -3,7 +3,8 @@
     python -m ssljax.main --config configs/barlow_twins.py --workdir runs/barlow_twins
 
 Variants as in configs/vicreg.py (``:smoke``, ``:long``). ``loss.form =
-"graph"`` uses the graph form of ``ssljax.losses.barlow_twins`` (FINDINGS).
+"graph"`` uses the graph form of ``ssljax.losses.barlow_twins`` (Balestriero &
+LeCun 2022, arXiv 2205.11508, §2).
 """
 
 from ml_collections import config_dict

@@ -1,4 +1,4 @@
-"""FroSSL (Skean et al., paper 004) on Fashion-MNIST; same pipeline as vicreg.py.
+"""FroSSL (Skean et al. 2023, arXiv 2310.02903) on Fashion-MNIST, as vicreg.py.
 
     python -m ssljax.main --config configs/frossl.py --workdir runs/frossl
 

@@ -1,11 +1,12 @@
-"""Spectral contrastive loss (HaoChen et al. 2021; VIC², paper 002 Thm 1) on
-Fashion-MNIST; same pipeline as vicreg.py.
+"""Spectral contrastive loss (HaoChen et al. 2021; VIC²: Cabannes et al. 2023,
+arXiv 2303.15256) on Fashion-MNIST; same pipeline as vicreg.py.
 
     python -m ssljax.main --config configs/spectral_contrastive.py --workdir runs/spectral
 
 Variants as in configs/vicreg.py (``:smoke``, ``:long``). ``loss.form =
 "graph"`` minimises ‖ZZᵀ − G‖² on the batch graph; "two_view" is HaoChen et
-al.'s estimator as corrected in FINDINGS. The loss has no hyper-parameters.
+al.'s estimator (arXiv 2106.04156), −(2/N)Σ z₁ᵢᵀz₂ᵢ +
+(1/(N(N−1)))Σ_{i≠j}(z₁ᵢᵀz₂ⱼ)². The loss has no hyper-parameters.
 """
 
 from ml_collections import config_dict

@@ -1,5 +1,6 @@
 """VICReg on the α-mixed graph (1 − α)·G_ssl + α·G_sup with a fraction of the
-train labels known (paper 002 §3, semi-supervised learning as a graph).
+train labels known (Cabannes et al. 2023, arXiv 2303.15256, §3, semi-supervised
+learning as a graph).
 
     python -m ssljax.main --config configs/vicreg_mixed_graph.py --workdir runs/vicreg_mixed
 

@@ -1,6 +1,8 @@
-"""VICReg whose graph G comes from the batch labels (paper 002: "SSL is a G
-away from supervised learning"). Same pipeline, model and loss as vicreg.py;
-only G changes: rows of the same class are positives, across views.
+"""VICReg whose graph G comes from the batch labels.
+
+Cabannes et al. 2023 (arXiv 2303.15256): "SSL is a G away from supervised
+learning"). Same pipeline, model and loss as vicreg.py; only G changes: rows of
+the same class are positives, across views.
 
     python -m ssljax.main --config configs/vicreg_supervised_graph.py --workdir runs/vicreg_sup
 

@@ -51,6 +51,26 @@ def save_json(out: pathlib.Path, name: str, obj) -> pathlib.Path:
   return path
 
 
+def run_experiment(doc: str, name: str, run, plot, argv=None) -> dict:
+  """The main() of an experiment: parse --out/--fast, run, plot, save JSON.
+
+  Args:
+    doc: the script's docstring (its first line describes the command).
+    name: base name of the JSON file written under --out.
+    run: run(args) -> result dict.
+    plot: plot(result, out) writes the figures.
+    argv: command-line arguments (None: sys.argv[1:]).
+
+  Returns:
+    The result dict (also written to <out>/<name>.json).
+  """
+  args = parse_args(doc.splitlines()[0], argv)
+  result = run(args)
+  plot(result, args.out)
+  save_json(args.out, f"{name}.json", result)
+  return result
+
+
 def save_figure(fig, out: pathlib.Path, name: str) -> pathlib.Path:
   path = pathlib.Path(out) / name
   fig.tight_layout()

@@ -76,6 +76,31 @@ def table(results: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
+def run(cfg) -> dict:
+  """Trains each config of `cfg.configs` and collects the finished runs.
+
+  Args:
+    cfg: namespace with out, epochs, configs, variant, extra (see main).
+
+  Returns:
+    {name: final metrics} of every finished run under cfg.out.
+  """
+  os.makedirs(cfg.out, exist_ok=True)
+  for name in cfg.configs:
+    run_config(name, cfg.out, cfg.epochs, cfg.variant, cfg.extra)
+  return finished_runs(cfg.out)
+
+
+def plot(result: dict, out) -> None:
+  """Writes table.json and table.md (the comparison table) under `out`."""
+  with open(os.path.join(out, "table.json"), "w") as f:
+    json.dump(result, f, indent=2)
+  text = table(result)
+  with open(os.path.join(out, "table.md"), "w") as f:
+    f.write(text)
+  print(text)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--out", required=True, help="output directory")
@@ -90,16 +115,7 @@ def main():
   unknown = sorted(set(args.configs) - set(CONFIGS))
   if unknown:
     parser.error(f"unknown configs {unknown}; expected some of {CONFIGS}")
-  os.makedirs(args.out, exist_ok=True)
-  for name in args.configs:
-    run_config(name, args.out, args.epochs, args.variant, args.extra)
-  results = finished_runs(args.out)
-  with open(os.path.join(args.out, "table.json"), "w") as f:
-    json.dump(results, f, indent=2)
-  text = table(results)
-  with open(os.path.join(args.out, "table.md"), "w") as f:
-    f.write(text)
-  print(text)
+  plot(run(args), args.out)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""003 Example 1 / Fig. 1: contrastive SSL dynamics on half moons.
+"""Contrastive SSL dynamics on half moons (Esser et al. 2023, Ex. 1 / Fig. 1).
+
+Paper: Esser, Mukherjee & Ghoshdastidar 2023, arXiv 2309.02011.
 
 A linear 2-layer model f(x) = W2 W1 x (d = 2, hidden h, z = 1 output) on the
-contrastive trace loss Tr(W A Wᵀ), A from 003 eq. 7 with x⁺ = x + noise and
-x⁻ an independent sample (a random permutation of the data):
+contrastive trace loss Tr(W A Wᵀ), A from Esser et al. 2023 eq. 7 with x⁺ = x +
+noise and x⁻ an independent sample (a random permutation of the data):
 
 * unconstrained gradient descent on (W1, W2) diverges (loss → −∞, ‖W‖ → ∞);
 * with orthogonality constraints the output flow (eq. 9, `stiefel_flow`)
@@ -44,11 +46,19 @@ def _unconstrained_gd(a, w1, w2, lr, steps):
   return run(w1, w2)
 
 
-def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  n, h, n_init = (100, 8, 3) if args.fast else (400, 20, 8)
-  t_end, n_t = (6.0, 30) if args.fast else (10.0, 200)
-  lr, steps = 0.01, (200 if args.fast else 1000)
+def run(cfg) -> dict:
+  """Output flow (constrained) and plain GD (unconstrained) on half moons.
+
+  Args:
+    cfg: namespace with `fast` (bool): fewer samples, inits and steps.
+
+  Returns:
+    dict with eigenvalues_a, v_min, ts, t_gd, the constrained and
+    unconstrained runs, and "summary".
+  """
+  n, h, n_init = (100, 8, 3) if cfg.fast else (400, 20, 8)
+  t_end, n_t = (6.0, 30) if cfg.fast else (10.0, 200)
+  lr, steps = 0.01, (200 if cfg.fast else 1000)
   rng = np.random.default_rng(0)
 
   x, _ = make_moons(n_samples=n, noise=0.05, random_state=0)
@@ -81,7 +91,30 @@ def main(argv=None):
     t_div = lr * (1 + np.argmax(blown)) if blown.any() else None
     unconstrained.append(dict(loss=loss, norm=norm, t_norm_above_1e6=t_div))
 
-  # ---- figure -------------------------------------------------------------
+  t_gd = lr * np.arange(1, steps + 1)
+  result = dict(
+      eigenvalues_a=lam, v_min=v_min, ts=ts, t_gd=t_gd,
+      constrained=[dict(w=c["w"], loss=c["loss"],
+                        final_alignment=c["final_alignment"],
+                        final_norm=c["final_norm"]) for c in constrained],
+      unconstrained=unconstrained,
+      summary=dict(
+          min_final_alignment=min(c["final_alignment"] for c in constrained),
+          max_final_loss_gap=max(abs(float(c["loss"][-1]) - float(lam[0]))
+                                 for c in constrained),
+          unconstrained_t_norm_above_1e6=[u["t_norm_above_1e6"]
+                                          for u in unconstrained],
+          unconstrained_max_norm=[float(np.nanmax(u["norm"]))
+                                  for u in unconstrained]))
+  print({k: v for k, v in result["summary"].items()})
+  return result
+
+
+def plot(result: dict, out) -> None:
+  """Writes dynamics_half_moons.png under `out` from the result of `run`."""
+  lam, v_min = result["eigenvalues_a"], result["v_min"]
+  ts, t_gd = result["ts"], result["t_gd"]
+  constrained, unconstrained = result["constrained"], result["unconstrained"]
   fig, ax = plt.subplots(1, 3, figsize=(15, 4.5))
   circle = np.linspace(0, 2 * np.pi, 200)
   ax[0].plot(np.cos(circle), np.sin(circle), "k:", lw=0.8)
@@ -97,29 +130,16 @@ def main(argv=None):
   ax[1].axhline(lam[0], color="r", ls="--", label="λ_min(A) (Theorem 3)")
   ax[1].set(title="constrained loss Tr(WAWᵀ)", xlabel="t")
   ax[1].legend()
-  t_gd = lr * np.arange(1, steps + 1)
   for u in unconstrained:
     ax[2].semilogy(t_gd, u["norm"])
   ax[2].set(title="unconstrained GD: ‖W‖ blows up (cut at 1e6)", xlabel="t = lr·step",
             ylabel="‖W2 W1‖")
-  _common.save_figure(fig, args.out, "dynamics_half_moons.png")
+  _common.save_figure(fig, out, "dynamics_half_moons.png")
 
-  result = dict(
-      eigenvalues_a=lam, v_min=v_min, ts=ts, t_gd=t_gd,
-      constrained=[dict(w=c["w"], loss=c["loss"],
-                        final_alignment=c["final_alignment"],
-                        final_norm=c["final_norm"]) for c in constrained],
-      unconstrained=unconstrained,
-      summary=dict(
-          min_final_alignment=min(c["final_alignment"] for c in constrained),
-          max_final_loss_gap=max(abs(float(c["loss"][-1]) - float(lam[0]))
-                                 for c in constrained),
-          unconstrained_t_norm_above_1e6=[u["t_norm_above_1e6"]
-                                          for u in unconstrained],
-          unconstrained_max_norm=[float(np.nanmax(u["norm"]))
-                                  for u in unconstrained]))
-  _common.save_json(args.out, "dynamics_half_moons.json", result)
-  print({k: v for k, v in result["summary"].items()})
+
+def main(argv=None):
+  return _common.run_experiment(__doc__, "dynamics_half_moons", run, plot,
+                                argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""003 Figs. 3–4: the output ODE (eq. 9) against projected GD (eq. 11).
+"""Esser et al. 2023 Figs. 3–4: output ODE (eq. 9) vs projected GD (eq. 11).
+
+Paper: Esser, Mukherjee & Ghoshdastidar 2023, arXiv 2309.02011.
 
 Data, two classes × at most 200 images each, scaled to [0, 1] and centred;
-x⁺ = x + noise, x⁻ an independent sample; A from 003 eq. 7:
+x⁺ = x + noise, x⁻ an independent sample; A from Esser et al. 2023 eq. 7:
 
 * digits 0 and 1 of scikit-learn's bundled `load_digits` (8 × 8, d = 64);
 * Fashion-MNIST classes 0 (T-shirt/top) and 6 (Shirt), the first 200 of
@@ -69,7 +71,7 @@ def _fashion_mnist():
   root = fashion_mnist.find_fashion_mnist_files()
   if root is None:
     return None
-  images, labels = fashion_mnist._read_split(root, "train")  # validated IDX
+  images, labels = fashion_mnist.read_split(root, "train")  # validated IDX
   keep = np.concatenate([np.flatnonzero(labels == c)[:200]
                          for c in FASHION_CLASSES])
   side = 28 // FASHION_BLOCK
@@ -166,9 +168,18 @@ def _plot_row(ax, r, z, h, name):
   ax[2].legend(fontsize=8)
 
 
-def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  fast = args.fast
+def run(cfg) -> dict:
+  """Output ODE vs projected GD on digits (and Fashion-MNIST when present).
+
+  Args:
+    cfg: namespace with `fast` (bool): h = 80, 300 steps, two widths.
+
+  Returns:
+    {"json": what dynamics_ode_vs_gd.json holds (summary, curves, timing,
+    fashion_mnist), "rows": [(run, name)] for the figures, "timing", "h",
+    "z", "widths"}.
+  """
+  fast = cfg.fast
   # h >= d (64 digits, 49 Fashion-MNIST) for W1ᵀW1 = I_d
   h, z, lr = (80 if fast else 128), 2, 0.01
   steps = 300 if fast else 3000
@@ -179,7 +190,7 @@ def main(argv=None):
   fashion_data = _fashion_mnist()
   fashion = None if fashion_data is None else _ode_vs_gd(
       *fashion_data, np.random.default_rng(1), h=h, z=z, lr=lr, steps=steps)
-  names = {c: fashion_mnist._CLASS_NAMES[c] for c in FASHION_CLASSES}
+  names = {c: fashion_mnist.CLASS_NAMES[c] for c in FASHION_CLASSES}
   fashion_name = "Fashion-MNIST {} vs {}".format(*names.values())
 
   # ---- Fig. 4 left: time per step against width (digits A) ---------------
@@ -197,32 +208,6 @@ def main(argv=None):
   w0 = digits["w2"] @ digits["w1"]
   timing["ode_diffrax_solve_s"] = _common.median_time(
       lambda: dynamics.stiefel_flow(a, w0, digits["ts"]), reps=reps)
-
-  # ---- figures -------------------------------------------------------------
-  rows = [(digits, "digits 0 vs 1")]
-  if fashion is not None:
-    rows.append((fashion, fashion_name))
-  fig, ax = plt.subplots(len(rows), 3, figsize=(16, 4.3 * len(rows)),
-                         squeeze=False)
-  for row, (r, name) in zip(ax, rows):
-    _plot_row(row, r, z, h, name)
-  _common.save_figure(fig, args.out, "dynamics_ode_vs_gd_fig3.png")
-
-  fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-  ax[0].loglog(widths, timing["gd_step_s"], "o-", label="projected GD step")
-  ax[0].loglog(widths, timing["ode_euler_step_s"], "s-",
-               label="ODE step (Euler eq. 12)")
-  ax[0].set(xlabel="hidden width h", ylabel="seconds per step",
-            title="time per step (digits A)")
-  ax[0].legend()
-  for k, (r, name) in enumerate(rows):
-    ax[1].plot(r["svm"]["t"], r["svm"]["ode"], f"C{k}o-", label=f"{name}, ODE")
-    ax[1].plot(r["svm"]["t"], r["svm"]["gd"], f"C{k}s--", mfc="none", ms=9,
-               label=f"{name}, projected GD")
-  ax[1].set(xlabel="t", ylabel="test accuracy", ylim=(0.4, 1.02),
-            title="linear SVM on f(x)")
-  ax[1].legend(fontsize=8)
-  _common.save_figure(fig, args.out, "dynamics_ode_vs_gd_fig4.png")
 
   # Top-level summary and curves: digits (unchanged keys); "fashion_mnist"
   # holds the same quantities for the Fashion-MNIST pair, or "skipped".
@@ -245,11 +230,49 @@ def main(argv=None):
       fashion_mnist=fashion_summary)
   result = dict(summary=summary, **_curves(digits), timing=timing,
                 fashion_mnist=fashion_curves)
-  _common.save_json(args.out, "dynamics_ode_vs_gd.json", result)
   print(summary)
   print("width  gd_step_us  ode_step_us")
   for hw, g, o in zip(widths, timing["gd_step_s"], timing["ode_euler_step_s"]):
     print(f"{hw:5d}  {1e6 * g:10.1f}  {1e6 * o:11.1f}")
+  rows = [(digits, "digits 0 vs 1")]
+  if fashion is not None:
+    rows.append((fashion, fashion_name))
+  return dict(json=result, rows=rows, timing=timing, h=h, z=z,
+              widths=widths)
+
+
+def plot(result: dict, out) -> None:
+  """Writes the Fig. 3 and Fig. 4 PNGs under `out` from `run`'s result."""
+  rows, timing, widths = result["rows"], result["timing"], result["widths"]
+  h, z = result["h"], result["z"]
+  fig, ax = plt.subplots(len(rows), 3, figsize=(16, 4.3 * len(rows)),
+                         squeeze=False)
+  for row, (r, name) in zip(ax, rows):
+    _plot_row(row, r, z, h, name)
+  _common.save_figure(fig, out, "dynamics_ode_vs_gd_fig3.png")
+
+  fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+  ax[0].loglog(widths, timing["gd_step_s"], "o-", label="projected GD step")
+  ax[0].loglog(widths, timing["ode_euler_step_s"], "s-",
+               label="ODE step (Euler eq. 12)")
+  ax[0].set(xlabel="hidden width h", ylabel="seconds per step",
+            title="time per step (digits A)")
+  ax[0].legend()
+  for k, (r, name) in enumerate(rows):
+    ax[1].plot(r["svm"]["t"], r["svm"]["ode"], f"C{k}o-", label=f"{name}, ODE")
+    ax[1].plot(r["svm"]["t"], r["svm"]["gd"], f"C{k}s--", mfc="none", ms=9,
+               label=f"{name}, projected GD")
+  ax[1].set(xlabel="t", ylabel="test accuracy", ylim=(0.4, 1.02),
+            title="linear SVM on f(x)")
+  ax[1].legend(fontsize=8)
+  _common.save_figure(fig, out, "dynamics_ode_vs_gd_fig4.png")
+
+
+def main(argv=None):
+  args = _common.parse_args(__doc__.splitlines()[0], argv)
+  result = run(args)
+  plot(result, args.out)
+  _common.save_json(args.out, "dynamics_ode_vs_gd.json", result["json"])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""003 Fig. 2: 2-layer non-linear networks vs their linear counterpart by width.
+"""Esser et al. 2023 Fig. 2: 2-layer non-linear vs linear networks, by width.
+
+Paper: Esser, Mukherjee & Ghoshdastidar 2023, arXiv 2309.02011.
 
 f_σ(x) = W2 σ(W1 x) and f(x) = W2 W1 x (W1: h × d orthonormal columns,
 W2: z × h orthonormal rows) start from the same weights and are trained on
@@ -6,9 +8,9 @@ the contrastive loss (1), (1/n) Σ −f(x)ᵀ(f(x⁺) − f(x⁻)), by projected
 gradient descent (Theorem 2 directions, polar retraction). Plotted: the mean
 output difference (1/n) Σ ‖f_σ(x_i) − f(x_i)‖ at initialisation and after
 training, against h, for σ = tanh, ReLU, sigmoid (mean ± std over inits).
-003 Theorem 1 / Conjecture 1: the difference shrinks with h for tanh
-(σ(0) = 0, σ'(0) = 1), more slowly for ReLU, and grows for sigmoid.
-Data: half moons (d = 2), x⁺ = x + noise, x⁻ an independent sample.
+Esser et al. 2023 Theorem 1 / Conjecture 1: the difference shrinks with h for
+tanh (σ(0) = 0, σ'(0) = 1), more slowly for ReLU, and grows for sigmoid. Data:
+half moons (d = 2), x⁺ = x + noise, x⁻ an independent sample.
 
 Run:  .venv/bin/python experiments/dynamics_width.py --out runs/width
 """
@@ -60,9 +62,17 @@ def _train(act, w1, w2, x, xp, xn, lr, steps):
   return jax.lax.scan(body, (w1, w2), None, length=steps)[0]
 
 
-def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  if args.fast:
+def run(cfg) -> dict:
+  """Non-linear vs linear networks, trained from the same weights, by width.
+
+  Args:
+    cfg: namespace with `fast` (bool): two widths, two inits, 20 steps.
+
+  Returns:
+    dict with widths, steps, lr, n_init and "difference"[activation][stage]
+    = {mean, std, all} of the mean output difference (stage: init, trained).
+  """
+  if cfg.fast:
     widths, n_init, steps, n = [8, 64], 2, 20, 100
   else:
     widths, n_init, steps, n = [10, 30, 100, 300, 1000, 3000], 5, 300, 300
@@ -91,26 +101,33 @@ def main(argv=None):
         diff[act]["trained"][i, k] = jnp.mean(jnp.linalg.norm(
             _forward(act, *trained, data[0]) - f_lin, axis=1))
 
+  for act, d in diff.items():
+    print(act, "trained mean diff by width:",
+          np.array2string(d["trained"].mean(1), precision=4))
+  return dict(widths=widths, steps=steps, lr=lr, n_init=n_init,
+              difference={a: {s: dict(mean=v.mean(1), std=v.std(1), all=v)
+                              for s, v in d.items()}
+                          for a, d in diff.items()})
+
+
+def plot(result: dict, out) -> None:
+  """Writes dynamics_width.png under `out` from the result of `run`."""
+  widths, steps, lr = result["widths"], result["steps"], result["lr"]
   fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
   for j, stage in enumerate(("init", "trained")):
-    for act, d in diff.items():
-      m, s = d[stage].mean(1), d[stage].std(1)
+    for act, d in result["difference"].items():
+      m, s = d[stage]["mean"], d[stage]["std"]
       ax[j].errorbar(widths, m, yerr=s, marker="o", capsize=3, label=act)
     ax[j].set(xscale="log", yscale="log", xlabel="hidden width h",
               ylabel="mean ‖f_σ(x) − f_linear(x)‖",
               title=f"{stage} ({steps} projected-GD steps, lr={lr})"
               if stage == "trained" else "at initialisation")
     ax[j].legend()
-  _common.save_figure(fig, args.out, "dynamics_width.png")
+  _common.save_figure(fig, out, "dynamics_width.png")
 
-  result = dict(widths=widths, steps=steps, lr=lr, n_init=n_init,
-                difference={a: {s: dict(mean=v.mean(1), std=v.std(1), all=v)
-                                for s, v in d.items()}
-                            for a, d in diff.items()})
-  _common.save_json(args.out, "dynamics_width.json", result)
-  for act, d in diff.items():
-    print(act, "trained mean diff by width:",
-          np.array2string(d["trained"].mean(1), precision=4))
+
+def main(argv=None):
+  return _common.run_experiment(__doc__, "dynamics_width", run, plot, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""004 Fig. 2: linear FroSSL variant (eq. 10) vs the Barlow variant, and the ODE.
+"""Skean et al. 2023 Fig. 2: linear FroSSL (eq. 10) vs Barlow variant, the ODE.
+
+Paper: Skean et al. 2023, "FroSSL: Frobenius Norm Minimization for
+Self-Supervised Learning", arXiv 2310.02903.
 
 Two linear layers W1, W2 (d × m), one per view, trained by full-batch GD on
 n Fashion-MNIST images (m = 784, pixels centred, one global rescale so the
@@ -31,7 +34,50 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import _common  # noqa: E402
+from ssljax import checks  # noqa: E402
 from ssljax.theory import dynamics  # noqa: E402
+from ssljax.theory import frossl_dynamics  # noqa: E402
+
+
+def paper_eq34(t, lam, gam, s0) -> jax.Array:
+  """The printed closed form of Skean et al. 2023 eq. 34: WRONG, for comparison.
+
+      s(t) = sqrt( b / ((2λ² + b/s0²) e^{4bt} − 2λ²) ),  b = 2√(λγ) − λ,
+
+  which solves the paper's eq. (32), s' = 2s(λ − 2√(λγ) − 2λ²s²), exactly.
+  Eq. (32) has the wrong sign and factor on the cross term and s1 instead
+  of s2, so this does not describe gradient descent: for λ = γ it predicts
+  collapse s → 0, whereas GD (and `frossl_linear_dynamics`) gives
+  s² → 1/λ. Kept here, outside the library, to show that discrepancy.
+  Returns NaN where the square root's argument is negative (e.g. when
+  b < 0 and e^{4bt} is small enough).
+
+  Args:
+    t: scalar or (T,) times t = lr·step.
+    lam: scalar or (d,) eigenvalue(s) λ > 0 of Γ1.
+    gam: scalar or (d,) eigenvalue(s) γ > 0 of Γ2.
+    s0: scalar or (d,) initial singular value(s) > 0.
+
+  Returns:
+    s(t), shaped as in `frossl_symmetric_singular_values`.
+
+  Raises:
+    ValueError: if lam, gam or s0 is not > 0 or t is not finite or rank > 1.
+
+  References:
+    Skean et al. 2023, arXiv 2310.02903, eqs. (32)–(34) as printed.
+  """
+  lam, gam, s0 = frossl_dynamics.broadcast_positive(
+      [("lam", lam), ("gam", gam), ("s0", s0)])
+  t = checks.as_float(t).astype(lam.dtype)
+  if t.ndim > 1:
+    raise ValueError(f"t must be a scalar or 1-D (T,) array, got shape {t.shape}")
+  checks.check_finite(t, "t")
+  if t.ndim == 1:
+    t = t.reshape(t.shape + (1,) * lam.ndim)
+  b = 2.0 * jnp.sqrt(lam * gam) - lam
+  return jnp.sqrt(b / ((2.0 * lam**2 + b / s0**2) * jnp.exp(4.0 * b * t)
+                       - 2.0 * lam**2))
 
 
 def _augment(rng, x):
@@ -73,18 +119,25 @@ def _gd(loss, g1, w1, w2, lr, steps):
   return [np.asarray(v) for v in run(w1, w2)]
 
 
-def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  n, d, lr, t_end = (256, 10, 0.02, 10.0) if args.fast else (1024, 16, 0.01,
-                                                           60.0)
+def run(cfg) -> dict | None:
+  """GD on both variants, the corrected ODE and eq. 34, on Fashion-MNIST.
+
+  Args:
+    cfg: namespace with `fast` (bool): n = 256, d = 10, t <= 10.
+
+  Returns:
+    None when the Fashion-MNIST files are missing, else a dict with
+    "summary" and the full-resolution curves: t, ts (ODE times), loss_f,
+    loss_b, eig_f, eig_b (GD), ode_sorted, paper_sorted, k, lam, gam, cross.
+  """
+  n, d, lr, t_end = (256, 10, 0.02, 10.0) if cfg.fast else (1024, 16, 0.01,
+                                                          60.0)
   steps = int(round(t_end / lr))
   data = _common.load_fashion_mnist(n, seed=0)
   if data is None:
     print("Fashion-MNIST IDX files not found (apt-get install -y "
           "dataset-fashion-mnist); skipping.")
-    _common.save_json(args.out, "frossl_dynamics.json",
-                      dict(skipped="fashion-mnist missing"))
-    return 0
+    return None
   rng = np.random.default_rng(0)
   x = data[0]
   x1, x2 = _augment(rng, x), _augment(rng, x)
@@ -115,7 +168,7 @@ def main(argv=None):
   s1, _ = dynamics.frossl_linear_dynamics(ts, lam, gam, s0, s0, cross=cross,
                                           rtol=1e-8, atol=1e-10)
   e_ode = lam * np.asarray(s1) ** 2
-  e_paper = lam * np.asarray(dynamics.frossl_paper_eq34(ts, lam, gam, s0)) ** 2
+  e_paper = lam * np.asarray(paper_eq34(ts, lam, gam, s0)) ** 2
   e_gd = eig_f[:: max(1, steps // 400)]
   k = min(10, d)
   # GD eigenvalues are sorted; match the ODE curves sorted the same way.
@@ -125,7 +178,25 @@ def main(argv=None):
   err_ode = float(np.max(np.abs(e_gd[:, :k] - ode_sorted[:, :k])) / scale_e)
   err_paper = float(np.max(np.abs(e_gd[:, :k] - paper_sorted[:, :k]))
                     / scale_e)
+  summary = dict(n=n, d=d, lr=lr, steps=steps,
+                 max_rel_err_corrected_ode=err_ode,
+                 max_rel_err_paper_eq34=err_paper,
+                 final_top_eig_gd=eig_f[-1, :k], final_top_eig_ode=ode_sorted[-1, :k],
+                 final_top_eig_paper=paper_sorted[-1, :k],
+                 final_loss=dict(frossl=float(loss_f[-1]),
+                                 barlow=float(loss_b[-1])))
+  print(summary)
+  return dict(summary=summary, t=t, ts=ts, loss_f=loss_f, loss_b=loss_b,
+              eig_f=eig_f, eig_b=eig_b, e_gd=e_gd, ode_sorted=ode_sorted,
+              paper_sorted=paper_sorted, k=k, lam=lam, gam=gam, cross=cross)
 
+
+def plot(result: dict, out) -> None:
+  """Writes frossl_dynamics.png under `out` from the result of `run`."""
+  t, ts, k = result["t"], result["ts"], result["k"]
+  loss_f, loss_b = result["loss_f"], result["loss_b"]
+  eig_f, eig_b = result["eig_f"], result["eig_b"]
+  ode_sorted, paper_sorted = result["ode_sorted"], result["paper_sorted"]
   fig, ax = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
   ax[0, 0].semilogy(t, loss_f)
   ax[0, 0].set(title="FroSSL variant (eq. 10): loss")
@@ -143,23 +214,27 @@ def main(argv=None):
                xlabel="t = lr·step", ylim=(-0.05, 1.3))
   ax[1, 1].set(title=f"Barlow: top-{k} eigenvalues of Z1ᵀZ1",
                xlabel="t = lr·step", ylim=(-0.05, 1.3))
-  _common.save_figure(fig, args.out, "frossl_dynamics.png")
+  _common.save_figure(fig, out, "frossl_dynamics.png")
 
-  summary = dict(n=n, d=d, lr=lr, steps=steps,
-                 max_rel_err_corrected_ode=err_ode,
-                 max_rel_err_paper_eq34=err_paper,
-                 final_top_eig_gd=eig_f[-1, :k], final_top_eig_ode=ode_sorted[-1, :k],
-                 final_top_eig_paper=paper_sorted[-1, :k],
-                 final_loss=dict(frossl=float(loss_f[-1]),
-                                 barlow=float(loss_b[-1])))
+
+def main(argv=None):
+  args = _common.parse_args(__doc__.splitlines()[0], argv)
+  result = run(args)
+  if result is None:
+    _common.save_json(args.out, "frossl_dynamics.json",
+                      dict(skipped="fashion-mnist missing"))
+    return 0
+  plot(result, args.out)
+  every = max(1, result["summary"]["steps"] // 400)
   _common.save_json(args.out, "frossl_dynamics.json", dict(
-      summary=summary, t=t[:: max(1, steps // 400)], ts=ts,
-      loss_frossl=loss_f[:: max(1, steps // 400)],
-      loss_barlow=loss_b[:: max(1, steps // 400)],
-      eig_frossl=e_gd[:, :k], eig_barlow=eig_b[:: max(1, steps // 400), :k],
-      eig_ode=ode_sorted[:, :k], eig_paper_eq34=paper_sorted[:, :k],
-      lam=lam, gam=gam, cross=cross))
-  print(summary)
+      summary=result["summary"], t=result["t"][::every], ts=result["ts"],
+      loss_frossl=result["loss_f"][::every],
+      loss_barlow=result["loss_b"][::every],
+      eig_frossl=result["e_gd"][:, :result["k"]],
+      eig_barlow=result["eig_b"][::every, :result["k"]],
+      eig_ode=result["ode_sorted"][:, :result["k"]],
+      eig_paper_eq34=result["paper_sorted"][:, :result["k"]],
+      lam=result["lam"], gam=result["gam"], cross=result["cross"]))
   return 0
 
 

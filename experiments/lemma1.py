@@ -1,4 +1,7 @@
-"""000 Fig. 2 + Theorem 2: closed form vs optimiser vs trace objective.
+"""Balestriero & LeCun 2024 Fig. 2, Thm 2: closed form vs optimiser vs trace.
+
+Paper: Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A
+Supervised Theory".
 
     .venv/bin/python experiments/lemma1.py --out runs/lemma1 [--fast]
 
@@ -60,11 +63,18 @@ def _theorem2_gap(f, y, ridge):
   return float(jnp.max(jnp.abs(auto - closed)) / jnp.max(jnp.abs(auto)))
 
 
-def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  sizes_n = (64,) if args.fast else (64, 256, 1024)
-  sizes_k = (8, 32) if args.fast else (8, 32, 128)
-  ridges = (0.0, 1e-1) if args.fast else (0.0, 1e-3, 1e-1)
+def run(cfg) -> dict:
+  """Closed form, trace objective and optimiser over a grid of (N, K, ridge).
+
+  Args:
+    cfg: namespace with `fast` (bool): the smaller grid.
+
+  Returns:
+    {"rows": one dict per (N, K, ridge), "summary": the largest gaps}.
+  """
+  sizes_n = (64,) if cfg.fast else (64, 256, 1024)
+  sizes_k = (8, 32) if cfg.fast else (8, 32, 128)
+  ridges = (0.0, 1e-1) if cfg.fast else (0.0, 1e-3, 1e-1)
   c = 10
   rows = []
   for n, k, ridge in itertools.product(sizes_n, sizes_k, ridges):
@@ -99,7 +109,12 @@ def main(argv=None):
                                   if r["theorem2_rel_gap"] is not None),
   }
   print(summary)
+  return {"rows": rows, "summary": summary}
 
+
+def plot(result: dict, out) -> None:
+  """Writes lemma1.png under `out` from the result of `run`."""
+  rows = result["rows"]
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
   closed = np.array([r["closed"] for r in rows])
   axes[0].plot(closed, [r["optimiser"] for r in rows], "o", label="L-BFGS min")
@@ -109,7 +124,7 @@ def main(argv=None):
   axes[0].set_xlabel("closed form eq. (1) at ridge_head")
   axes[0].set_ylabel("value")
   axes[0].legend()
-  axes[0].set_title("000 Lemma 1 (all N, K, ridge)")
+  axes[0].set_title("Balestriero & LeCun 2024 Lemma 1 (all N, K, ridge)")
   labels = [f"{r['n']},{r['k']},{r['ridge']:g}" for r in rows]
   x = np.arange(len(rows))
   floor = 1e-17
@@ -122,10 +137,11 @@ def main(argv=None):
   axes[1].set_xticks(x, labels, rotation=90, fontsize=6)
   axes[1].set_xlabel("N, K, ridge")
   axes[1].legend(fontsize=7)
-  _common.save_figure(fig, args.out, "lemma1.png")
-  _common.save_json(args.out, "lemma1.json", {"rows": rows,
-                                              "summary": summary})
-  return {"rows": rows, "summary": summary}
+  _common.save_figure(fig, out, "lemma1.png")
+
+
+def main(argv=None):
+  return _common.run_experiment(__doc__, "lemma1", run, plot, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Trained models vs the closed forms of ssljax.theory.spectral (001/002).
+"""Trained models vs the closed forms of ssljax.theory.spectral.
+
+Papers: Balestriero & LeCun 2022 (arXiv 2205.11508); Cabannes et al. 2023 (arXiv
+2303.15256).
 
     .venv/bin/python experiments/spectral_optima.py --out runs/spectral [--fast]
 
@@ -95,9 +98,16 @@ def _data(n_per_class, c=4, d=6, seed=0):
   return jnp.asarray(x), np.concatenate([labels, labels])
 
 
-def main(argv=None):
-  args = _common.parse_args(__doc__.splitlines()[0], argv)
-  n_per_class = 3 if args.fast else 6
+def run(cfg) -> dict:
+  """Trained free, linear and kernel embeddings vs their closed forms.
+
+  Args:
+    cfg: namespace with `fast` (bool): 3 instead of 6 samples per class.
+
+  Returns:
+    {"free": rows per (loss, graph), "linear", "kernel", "summary"}.
+  """
+  n_per_class = 3 if cfg.fast else 6
   c = 4
   x, labels = _data(n_per_class, c)
   n = x.shape[0]
@@ -172,7 +182,13 @@ def main(argv=None):
       "kernel_rel_gram_gap_out_of_sample": kernel["rel_gram_gap_out_of_sample"],
   }
   print(summary)
+  return {"free": free, "linear": linear, "kernel": kernel,
+          "summary": summary}
 
+
+def plot(result: dict, out) -> None:
+  """Writes spectral_optima.png under `out` from the result of `run`."""
+  free, linear, kernel = result["free"], result["linear"], result["kernel"]
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
   names = ([f"{r['loss']}\n{r['graph']}" for r in free]
            + ["linear\nVIC²", "kernel\nVIC²", "kernel\nout of sample"])
@@ -192,11 +208,11 @@ def main(argv=None):
   axes[1].set_yscale("log")
   axes[1].set_xticks(range(len(angles)), names[:len(angles)], fontsize=6)
   axes[1].set_ylabel("largest principal angle (degrees)")
-  _common.save_figure(fig, args.out, "spectral_optima.png")
-  result = {"free": free, "linear": linear, "kernel": kernel,
-            "summary": summary}
-  _common.save_json(args.out, "spectral_optima.json", result)
-  return result
+  _common.save_figure(fig, out, "spectral_optima.png")
+
+
+def main(argv=None):
+  return _common.run_experiment(__doc__, "spectral_optima", run, plot, argv)
 
 
 if __name__ == "__main__":

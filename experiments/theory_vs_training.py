@@ -2,9 +2,9 @@
 
     .venv/bin/python experiments/theory_vs_training.py --out runs/theory_vs_training [--fast] [--data-dir DIR]
 
-Question: how far does the closed form of the kernel regime (002 §5,
-FINDINGS (a) "Kernel regime") predict what gradient training of a network on
-the same loss and the same graph learns?
+Question: how far does the closed form of the kernel regime (Cabannes et al.
+2023, arXiv 2303.15256, §5, with M = G − (λ/2)K⁻¹) predict what gradient
+training of a network on the same loss and the same graph learns?
 
 Data. n Fashion-MNIST train images (seeded subset) with V views each, built
 once by `ssljax.data.augment` (pad-and-crop by 2 px, horizontal flip,
@@ -226,16 +226,20 @@ def _probe(train_features, y_rows, test_features, y_test):
                             np.asarray(test_features), y_test)["test_accuracy"])
 
 
-def main(argv=None):
-  pre = argparse.ArgumentParser(add_help=False)
-  pre.add_argument("--data-dir", default=None,
-                   help="tfds data dir holding fashion_mnist_local")
-  known, rest = pre.parse_known_args(argv)
-  args = _common.parse_args(__doc__.splitlines()[0], rest)
-  cfg = dict(_FAST if args.fast else _FULL)
+def run(run_cfg) -> dict:
+  """Closed form vs trained networks, per graph.
+
+  Args:
+    run_cfg: namespace with `fast` (bool) and `data_dir` (tfds data dir or
+      None).
+
+  Returns:
+    {"config", "reference", "graphs": per-graph results, "summary"}.
+  """
+  cfg = dict(_FAST if run_cfg.fast else _FULL)
   t_start = time.perf_counter()
 
-  x_rows, y_rows, x_test, y_test = _load(cfg, known.data_dir)
+  x_rows, y_rows, x_test, y_test = _load(cfg, run_cfg.data_dir)
   n_rows = len(y_rows)
   sigma = _median_sigma(x_rows)
   kmat = np.array(spectral.laplacian_kernel(x_rows, x_rows, sigma))
@@ -325,20 +329,20 @@ def main(argv=None):
         / abs(res["closed_form"]["objective"]))
   print("summary", summary, flush=True)
 
-  _plot(args.out, cfg, reference, results)
   config = dict(cfg, rows=n_rows, sigma=sigma, ridge=_RIDGE, jitter=_JITTER,
                 kernel="laplacian", augment=_AUGMENT, seed=_SEED,
                 loss="spectral_contrastive ‖ZZᵀ − G‖² (sum)",
                 optimizer="adam, warm-up + cosine decay, full batch",
                 last_init_scale=_LAST_INIT_SCALE, input="centred pixels",
                 total_seconds=time.perf_counter() - t_start)
-  result = {"config": config, "reference": reference, "graphs": results,
-            "summary": summary}
-  _common.save_json(args.out, "theory_vs_training.json", result)
-  return result
+  return {"config": config, "reference": reference, "graphs": results,
+          "summary": summary}
 
 
-def _plot(out, cfg, reference, results):
+def plot(result: dict, out) -> None:
+  """Writes theory_vs_training.png under `out` from the result of `run`."""
+  cfg, reference = result["config"], result["reference"]
+  results = result["graphs"]
   fig, axes = plt.subplots(2, 3, figsize=(15, 8))
   ax = axes[0, 0]
   labels, values = ["raw pixels", "net @ init"], [
@@ -395,6 +399,19 @@ def _plot(out, cfg, reference, results):
   ax.set_ylabel("singular values of Z (training rows)", fontsize=8)
   ax.legend(fontsize=6)
   _common.save_figure(fig, out, "theory_vs_training.png")
+
+
+def main(argv=None):
+  pre = argparse.ArgumentParser(add_help=False)
+  pre.add_argument("--data-dir", default=None,
+                   help="tfds data dir holding fashion_mnist_local")
+  known, rest = pre.parse_known_args(argv)
+  args = _common.parse_args(__doc__.splitlines()[0], rest)
+  args.data_dir = known.data_dir
+  result = run(args)
+  plot(result, args.out)
+  _common.save_json(args.out, "theory_vs_training.json", result)
+  return result
 
 
 if __name__ == "__main__":

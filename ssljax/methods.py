@@ -128,9 +128,9 @@ def batch_graph(kind: str, num_views: int, batch: int, labels=None, *,
     one sample are positives (degree V − 1).
   * "supervised": rows with the same known label are positives, across views
     and samples; no self loops; a label −1 (unknown) gives an empty row. This
-    is (1_V1_Vᵀ ⊗ YYᵀ) − I restricted to known labels (002: "SSL is a G away
-    from supervised learning").
-  * "mixed": (1 − α)·views + α·supervised (002 §3).
+    is (1_V1_Vᵀ ⊗ YYᵀ) − I restricted to known labels (Cabannes et al. 2023
+    (arXiv 2303.15256): "SSL is a G away from supervised learning").
+  * "mixed": (1 − α)·views + α·supervised (Cabannes et al. 2023 §3).
 
   With ``normalize`` the label part is rescaled so that its mean degree over
   the known rows is V − 1, the degree of the views graph: the loss weights

@@ -1,8 +1,66 @@
-"""Shared fixtures: a tfds data dir with fashion_mnist_local prepared once."""
+"""Shared fixtures and helpers.
+
+Fixtures: a tfds data dir with fashion_mnist_local prepared once, float64
+for one test, fast compiles. Helpers imported by test modules
+(`from conftest import ...`): `lbfgs_minimize` (SciPy L-BFGS on a jax
+function), `pad_bcoo` (BCOO padding slots) and `import_experiment`.
+"""
 
 import pytest
 
 from ssljax import data
+
+
+def lbfgs_minimize(fun, x0, *, ftol: float, gtol: float, maxiter: int):
+  """L-BFGS-B (SciPy) on a jax scalar function of a flat float64 vector.
+
+  Gradients by jax (jitted value_and_grad), history size 30. Returns
+  (x, f(x)) at the optimiser's last iterate.
+  """
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import scipy.optimize  # pylint: disable=import-outside-toplevel
+  vg = jax.jit(jax.value_and_grad(fun))
+
+  def wrapped(x):
+    v, g = vg(jnp.asarray(x))
+    return float(v), np.asarray(g, dtype=np.float64)
+
+  res = scipy.optimize.minimize(wrapped, np.asarray(x0), jac=True,
+                                method="L-BFGS-B",
+                                options={"maxiter": maxiter, "ftol": ftol,
+                                         "gtol": gtol, "maxcor": 30})
+  return res.x, res.fun
+
+
+def import_experiment(name: str):
+  """The module experiments/<name>.py (its folder goes on sys.path once).
+
+  Experiments enable float64 when imported; `_restore_jax_x64` undoes that
+  after the test that imported them.
+  """
+  import importlib  # pylint: disable=import-outside-toplevel
+  import pathlib  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  folder = str(pathlib.Path(__file__).resolve().parents[1] / "experiments")
+  if folder not in sys.path:
+    sys.path.insert(0, folder)
+  return importlib.import_module(name)
+
+
+def pad_bcoo(g_sp, nse=64, dtype=None):
+  """BCOO g with padding slots (index N, value 0) up to `nse` entries, so all
+  test graphs share one compiled loss. dtype None means float64."""
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from jax.experimental import sparse  # pylint: disable=import-outside-toplevel
+  dtype = jnp.float64 if dtype is None else dtype
+  n, extra = g_sp.shape[0], nse - g_sp.nse
+  return sparse.BCOO(
+      (jnp.concatenate([g_sp.data.astype(dtype), jnp.zeros(extra, dtype)]),
+       jnp.concatenate([g_sp.indices,
+                        jnp.full((extra, 2), n, g_sp.indices.dtype)])),
+      shape=g_sp.shape)
 
 
 @pytest.fixture(scope="session")

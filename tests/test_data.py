@@ -99,7 +99,7 @@ def test_truncated_payload_names_the_file(idx_dir):
   with gzip.open(bad, "wb") as f:
     f.write(header + splits["test"][1].tobytes())
   with pytest.raises(ValueError, match="payload") as info:
-    fashion_mnist._read_split(source, "test")
+    fashion_mnist.read_split(source, "test")
   assert str(bad) in str(info.value)
 
 

@@ -6,22 +6,14 @@ measured in full runs); the full-size runs are marked slow.
 """
 
 import json
-import pathlib
-import sys
 
 import pytest
 
-_EXPERIMENTS = pathlib.Path(__file__).resolve().parents[1] / "experiments"
-
-
-def _import(name):
-  if str(_EXPERIMENTS) not in sys.path:
-    sys.path.insert(0, str(_EXPERIMENTS))
-  return __import__(name)
+from conftest import import_experiment
 
 
 def _run(name, tmp_path, fast=True):
-  module = _import(name)
+  module = import_experiment(name)
   argv = ["--out", str(tmp_path)] + (["--fast"] if fast else [])
   module.main(argv)
   return json.loads((tmp_path / f"{name}.json").read_text())

@@ -9,19 +9,14 @@ bounds every plain loss, and training lowers the loss. The full run is slow.
 """
 
 import json
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-_EXPERIMENTS = pathlib.Path(__file__).resolve().parents[1] / "experiments"
-
+from conftest import import_experiment
 
 def _run(tmp_path, data_dir, fast=True):
-  if str(_EXPERIMENTS) not in sys.path:
-    sys.path.insert(0, str(_EXPERIMENTS))
-  module = __import__("theory_vs_training")
+  module = import_experiment("theory_vs_training")
   argv = ["--out", str(tmp_path), "--data-dir", data_dir]
   module.main(argv + (["--fast"] if fast else []))
   assert (tmp_path / "theory_vs_training.png").exists()

@@ -52,7 +52,8 @@ class TestViewsGraph:
 
   @pytest.mark.parametrize("n,v", SIZES)
   def test_view_major_matches_001_code(self, n, v):
-    # The index construction of the 001 notes (torch code, §2).
+    # The index construction of the Balestriero & LeCun 2022 (arXiv 2205.11508)
+    # notes (torch code, §2).
     g = np.zeros((n * v, n * v))
     i = np.repeat(np.arange(n * v), v - 1)
     j = (i + np.tile(np.arange(1, v), n * v) * n) % (n * v)
@@ -74,7 +75,9 @@ class TestViewsGraph:
 
   @pytest.mark.parametrize("n,v", SIZES)
   def test_sample_major_self_loops_is_kron_i_ones(self, n, v):
-    # 000 Prop. 1 / 002 eq. (8): G = I_n ⊗ 1_V 1_Vᵀ = Y Yᵀ.
+    # Balestriero & LeCun 2024 ("The Birth of Self Supervised Learning: A
+    # Supervised Theory") Prop. 1 / Cabannes et al. 2023 (arXiv 2303.15256) eq.
+    # (8): G = I_n ⊗ 1_V 1_Vᵀ = Y Yᵀ.
     g = graphs.views_graph(n, v, order="sample_major", self_loops=True)
     np.testing.assert_array_equal(np.asarray(g),
                                   np.kron(np.eye(n), np.ones((v, v))))

@@ -1,4 +1,4 @@
-"""Tests for ssljax.losses: VICReg, graph form (001) and two-view form (official)."""
+"""Tests for ssljax.losses: VICReg, graph form and two-view form (official)."""
 
 import functools
 
@@ -34,7 +34,10 @@ def _random_graph(rng, n, signed=False, diagonal=True):
 
 
 def _naive_invariance(z, g):
-  """(1/N) Σ_ij G_ij ‖z_i − z_j‖², double loop (001 §2 (2))."""
+  """(1/N) Σ_ij G_ij ‖z_i − z_j‖², double loop.
+
+  Balestriero & LeCun 2022 (arXiv 2205.11508) §2.
+  """
   n = z.shape[0]
   total = 0.0
   for i in range(n):
@@ -44,7 +47,7 @@ def _naive_invariance(z, g):
 
 
 def _trace_invariance(z, g):
-  """(2/N) Tr(Zᵀ(D − G)Z) (FINDINGS (a) "Invariance")."""
+  """(2/N) Tr(Zᵀ(D − G)Z) (Σ G_ij‖z_i − z_j‖² / N)."""
   lap = np.diag(g.sum(axis=1)) - g
   return 2.0 / z.shape[0] * np.trace(z.T @ lap @ z)
 

@@ -1,15 +1,17 @@
-"""Tests for Barlow Twins: graph form (001/002, FINDINGS) and official two-view.
+"""Tests for Barlow Twins: graph form (Balestriero & LeCun 2022,
+arXiv 2205.11508, §2; Cabannes et al. 2023, arXiv 2303.15256, eq. (4)) and
+official two-view.
 
 float64 checks use rtol 1e-10 unless stated; float32 checks rtol 1e-4.
 """
 
 import jax
-from jax.experimental import sparse
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+from conftest import pad_bcoo as _pad
 from ssljax import graphs
 from ssljax import losses
 
@@ -48,7 +50,8 @@ def _official_barlow_numpy(z1, z2, lambd=0.0051, eps=1e-5):
 
 
 def _pair_list_c(z, g):
-  """001 code: r, c = nonzero(G); cosine cross-correlation of Z[r], Z[c]."""
+  """Pair-list code (Balestriero & LeCun 2022 §2): r, c = nonzero(G); cosine
+  cross-correlation of Z[r], Z[c]."""
   r, c = np.nonzero(g)
   left, right = z[r], z[c]
   left = left / np.linalg.norm(left, axis=0)
@@ -78,17 +81,6 @@ def _assert_terms(got, want, rtol=1e-10, atol=1e-12):
                                atol=atol, err_msg=key)
 
 
-def _pad(g_sp, nse=64, dtype=jnp.float64):
-  """BCOO g with padding slots (index N, value 0) up to `nse` entries, so all
-  test graphs share one compiled loss."""
-  n, extra = g_sp.shape[0], nse - g_sp.nse
-  return sparse.BCOO(
-      (jnp.concatenate([g_sp.data.astype(dtype), jnp.zeros(extra, dtype)]),
-       jnp.concatenate([g_sp.indices,
-                        jnp.full((extra, 2), n, g_sp.indices.dtype)])),
-      shape=g_sp.shape)
-
-
 def _zero_one_graphs():
   yield np.asarray(graphs.views_graph(4, 2), float)
   yield np.asarray(graphs.views_graph(2, 4), float)
@@ -106,8 +98,9 @@ def _zero_one_graphs():
 class TestBarlowTwinsGraph:
 
   def test_degree_norm_equals_001_pair_lists(self, x64):
-    # FINDINGS (a) "Graphs": Z_lᵀZ_r = ZᵀGZ and each column is normalised
-    # by sqrt(diag(ZᵀDZ)); for V views C = Z̃ᵀ(G/(V−1))Z̃ (001 erratum 4).
+    # Pair lists r, c = nonzero(G): Z_lᵀZ_r = ZᵀGZ and each column is normalised
+    # by sqrt(diag(ZᵀDZ)); for V views C = Z̃ᵀ(G/(V−1))Z̃, not the Z̃ᵀGZ̃
+    # printed by Balestriero & LeCun 2022 §2.
     rng = np.random.default_rng(1)
     for g in _zero_one_graphs():
       z = _z(rng)
@@ -165,11 +158,10 @@ class TestBarlowTwinsGraph:
     assert abs(unequal - _terms_from_c(sym_cosine(z1, z2), 5e-3)["loss"]) > 1e-3
 
   def test_supervised_optima(self, x64):
-    # FINDINGS (a) "002 optima" BarlowTwins (002 erratum 5), Z = Y·Λ:
-    #   unit norm, G = YYᵀ:  loss Σ_c (N_c − 1)²;
-    #   unit norm, G_n = Y diag(1/N_c) Yᵀ: loss 0 (rows of G_n sum to 1, so
-    #   "degree" is the same here);
-    #   degree norm, G = YYᵀ: also 0 (C = I): the normalisation absorbs N_c.
+    # Cabannes et al. 2023 Theorem 2 / App. B.2.4 hold only for G_n; Z = Y·Λ:
+    # unit norm, G = YYᵀ:  loss Σ_c (N_c − 1)²; unit norm, G_n = Y diag(1/N_c)
+    # Yᵀ: loss 0 (rows of G_n sum to 1, so "degree" is the same here); degree
+    # norm, G = YYᵀ: also 0 (C = I): the normalisation absorbs N_c.
     labels = np.array([0, 1, 0, 2, 1, 0, 2, 0])
     counts = np.bincount(labels)
     z = np.eye(3)[labels] * np.array([2.0, 0.5, 3.0])
@@ -316,9 +308,9 @@ class TestBarlowTwinsTwoView:
     assert float(t["on_diagonal"]) == pytest.approx(0.0, abs=1e-6)  # float32
 
   def test_graph_form_on_standardised_views(self, x64):
-    # eps = 0: C = cosine of centred views (FINDINGS (a)); the graph form on
-    # concat([bn(z1), bn(z2)]) with views_graph(n, 2) gives (C + Cᵀ)/2:
-    # equal on-diagonal term, off-diagonal of the symmetrised C.
+    # eps = 0: C = cosine of centred views (standard BT); the graph form on
+    # concat([bn(z1), bn(z2)]) with views_graph(n, 2) gives (C + Cᵀ)/2: equal
+    # on-diagonal term, off-diagonal of the symmetrised C.
     rng = np.random.default_rng(14)
     n = 10
     z1, z2 = _z(rng, n), _z(rng, n)

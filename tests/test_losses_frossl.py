@@ -57,7 +57,10 @@ def _numpy_frossl(views, invariance_weight=1.0):
 
 
 def _numpy_eq6(z1, z2):
-  """004 eq. (6): log‖Z1ᵀZ1‖_F² + log‖Z2ᵀZ2‖_F² + (1/N)Σ_i‖z1_i − z2_i‖²."""
+  """Skean et al. 2023 (arXiv 2310.02903) eq. (6):
+
+  log‖Z1ᵀZ1‖_F² + log‖Z2ᵀZ2‖_F² + (1/N)Σ_i‖z1_i − z2_i‖².
+  """
   n = z1.shape[0]
   return (np.log(np.linalg.norm(z1.T @ z1)**2)
           + np.log(np.linalg.norm(z2.T @ z2)**2)

@@ -1,4 +1,4 @@
-"""Tests for ssljax.losses.simclr: InfoNCE on a graph (001) and NT-Xent.
+"""Tests for ssljax.losses.simclr: InfoNCE on a graph and NT-Xent.
 
 Identities are checked in float64 with rtol 1e-12 (1e-10 for gradients);
 finite differences use jax.test_util.check_grads (float64 defaults).

@@ -1,7 +1,8 @@
 """Tests for the spectral contrastive losses: VIC² ‖ZZᵀ − G‖² and HaoChen's.
 
-Identities are from FINDINGS.md (a) "002 / 001 losses" and "002 optima",
-checked in float64 with rtol 1e-10 unless stated.
+Identities of Cabannes et al. 2023 (arXiv 2303.15256, Theorems 1-2, App. B.1.1,
+with the corrections stated in `ssljax.losses.spectral_contrastive`), checked in
+float64 with rtol 1e-10 unless stated.
 """
 
 import jax
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+from conftest import pad_bcoo as _pad
 from ssljax import graphs
 from ssljax import losses
 
@@ -32,17 +34,6 @@ def _graph_cases(rng):
   yield a + a.T
   yield np.asarray(graphs.signed_graph(N, [[0, 1], [2, 3], [4, 4]],
                                        [[0, 5], [1, 7]]), float)
-
-
-def _pad(g_sp, nse=64, dtype=jnp.float64):
-  """BCOO g with padding slots (index N, value 0) up to `nse` entries, so all
-  test graphs share one compiled loss."""
-  n, extra = g_sp.shape[0], nse - g_sp.nse
-  return sparse.BCOO(
-      (jnp.concatenate([g_sp.data.astype(dtype), jnp.zeros(extra, dtype)]),
-       jnp.concatenate([g_sp.indices,
-                        jnp.full((extra, 2), n, g_sp.indices.dtype)])),
-      shape=g_sp.shape)
 
 
 def _naive(z, g):
@@ -72,8 +63,8 @@ class TestSpectralContrastiveGraph:
       np.testing.assert_allclose(float(t["graph"]), np.sum(g ** 2), rtol=1e-12)
 
   def test_pairwise_forms(self, x64):
-    # FINDINGS (a): ‖ZZᵀ − G‖² − ‖G‖² = Σ_ij [−2G_ij z_iᵀz_j + (z_iᵀz_j)²]
-    #   = Σ_ij [G_ij‖z_i − z_j‖² + (z_iᵀz_j)² − (d_i‖z_i‖² + d_j‖z_j‖²)/N].
+    # Exact: ‖ZZᵀ − G‖² − ‖G‖² = Σ_ij [−2G_ij z_iᵀz_j + (z_iᵀz_j)²] = Σ_ij
+    # [G_ij‖z_i − z_j‖² + (z_iᵀz_j)² − (d_i‖z_i‖² + d_j‖z_j‖²)/N].
     rng = np.random.default_rng(1)
     for g in _graph_cases(rng):
       z = _z(rng)
@@ -126,8 +117,8 @@ class TestSpectralContrastiveGraph:
                                  rtol=1e-10)
 
   def test_supervised_optimum_is_y_times_orthonormal_rows(self, x64):
-    # 002 Thm 2 (FINDINGS (a) "002 optima"): G = YYᵀ, K >= C, Z = YR with
-    # RRᵀ = I_C gives loss 0, zero gradient, singular values √N_c.
+    # Cabannes et al. 2023 Thm 2: G = YYᵀ, K >= C, Z = YR with RRᵀ = I_C gives
+    # loss 0, zero gradient, singular values √N_c.
     rng = np.random.default_rng(5)
     labels = np.array([0, 1, 0, 2, 1, 0, 2, 0])
     y = np.eye(3)[labels]
@@ -144,7 +135,7 @@ class TestSpectralContrastiveGraph:
 
   def test_context_free_optimum(self, x64):
     # Z = 1zᵀ: the loss Σ_ij (‖z‖² − G_ij)² is minimal at ‖z‖² = mean(G)
-    # = Σ_c p_c² for G = YYᵀ (FINDINGS (a) "002 optima").
+    # = Σ_c p_c² for G = YYᵀ (Cabannes et al. 2023 App. B.3).
     labels = np.array([0, 0, 0, 1, 1, 2, 2, 2])
     g = graphs.supervised_graph(labels, dtype=jnp.float64)
     p = np.bincount(labels) / N
@@ -271,7 +262,8 @@ class TestSpectralContrastiveErrors:
 
 
 # ---------------------------------------------------------------------------
-# Two-view estimator (HaoChen et al. 2021, FINDINGS (b) 002 erratum 3).
+# Two-view estimator (HaoChen et al. 2021, arXiv 2106.04156): −(2/N)Σ z₁ᵢᵀz₂ᵢ +
+# (1/(N(N−1)))Σ_{i≠j}(z₁ᵢᵀz₂ⱼ)².
 # ---------------------------------------------------------------------------
 
 

@@ -1,4 +1,6 @@
-"""Tests of ssljax.theory.dynamics: every FINDINGS statement on 003 and 004.
+"""Tests of ssljax.theory.dynamics: the flows of Esser, Mukherjee &
+Ghoshdastidar 2023 (arXiv 2309.02011, as reconstructed in the module) and the
+corrected FroSSL dynamics of Skean et al. 2023 (arXiv 2310.02903).
 
 All checks run in float64 (`jax.enable_x64`). Tolerances are stated next to
 each assertion; "O(lr)" checks compare two learning rates so the error is
@@ -10,7 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from conftest import import_experiment
 from ssljax.theory import dynamics as dyn
+from ssljax.theory import frossl_dynamics
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -48,7 +52,7 @@ def _pitfall_problem():
 
 
 # ---------------------------------------------------------------------------
-# 003 eq. 7: the data matrix.
+# Esser et al. 2023 eq. 7: the data matrix.
 # ---------------------------------------------------------------------------
 
 
@@ -60,7 +64,7 @@ class TestContrastiveDataMatrix:
     x, xp, xn = (rng.normal(size=(n, d)) for _ in range(3))
     a = np.asarray(dyn.contrastive_data_matrix(x, xp, xn))
     naive = np.zeros((d, d))
-    for i in range(n):  # column vectors, as written in 003
+    for i in range(n):  # column vectors, as written in Esser et al. 2023
       u, dv = x[i][:, None], (xp[i] - xn[i])[:, None]
       naive -= (u @ dv.T + dv @ u.T) / (2 * n)
     np.testing.assert_allclose(a, naive, atol=1e-13)
@@ -96,7 +100,7 @@ class TestContrastiveDataMatrix:
 
 
 # ---------------------------------------------------------------------------
-# 003 eq. 9–10 and Theorem 2: the flows.
+# Esser et al. 2023 eq. 9–10 and Theorem 2: the flows.
 # ---------------------------------------------------------------------------
 
 
@@ -164,7 +168,7 @@ class TestFlows:
 
 
 # ---------------------------------------------------------------------------
-# 003 Theorem 3: fixed points.
+# Esser et al. 2023 Theorem 3: fixed points.
 # ---------------------------------------------------------------------------
 
 
@@ -214,7 +218,7 @@ class TestTheorem3:
 
 
 # ---------------------------------------------------------------------------
-# 003 eq. 11 (projected GD) and eq. 12 (Euler) against the flow.
+# Esser et al. 2023 eq. 11 (projected GD) and eq. 12 (Euler) against the flow.
 # ---------------------------------------------------------------------------
 
 
@@ -261,9 +265,9 @@ class TestDiscreteVsFlow:
                                atol=1e-8)
 
   def test_raw_qr_step_stalls_above_optimum(self):
-    # FINDINGS pitfall: QR of the raw Euclidean step stalls (here at −2.143
-    # vs the optimum −2.287), at the same loss after 5000 and 10000 steps,
-    # while QR or polar of the tangent step reach the optimum (1e-8).
+    # Pitfall: QR of the raw Euclidean step stalls (here at −2.143 vs the
+    # optimum −2.287), at the same loss after 5000 and 10000 steps, while QR or
+    # polar of the tangent step reach the optimum (1e-8).
     a, w1, w2 = _pitfall_problem()
     opt = np.linalg.eigvalsh(a)[:2].sum()
 
@@ -295,7 +299,7 @@ class TestDiscreteVsFlow:
 
 
 # ---------------------------------------------------------------------------
-# 003 input validation.
+# Esser et al. 2023 input validation.
 # ---------------------------------------------------------------------------
 
 
@@ -346,7 +350,7 @@ class TestValidation003:
 
 
 # ---------------------------------------------------------------------------
-# 004: the linear FroSSL variant.
+# Skean et al. 2023: the linear FroSSL variant.
 # ---------------------------------------------------------------------------
 
 
@@ -381,7 +385,7 @@ def _gd_scan(x1, x2, w1, w2, lr, steps, every):
 
 class TestFroSSLLinear:
 
-  def test_gradient_matches_findings_formula(self):
+  def test_gradient_matches_corrected_formula(self):
     rng = np.random.default_rng(13)
     x1, x2 = rng.normal(size=(9, 5)), rng.normal(size=(9, 5))
     w1, w2 = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
@@ -394,7 +398,7 @@ class TestFroSSLLinear:
         g2, -2 * (w2 @ gm2 + w1 @ x1.T @ x2 - 2 * w2 @ gm2 @ w2.T @ w2 @ gm2),
         rtol=1e-11)
     # central differences along random directions (relative error 1e-6)
-    loss = jax.jit(lambda a, b: dyn._frossl_loss(a, b, x1, x2))
+    loss = jax.jit(lambda a, b: frossl_dynamics._frossl_loss(a, b, x1, x2))
     for _ in range(3):
       e1, e2 = rng.normal(size=w1.shape), rng.normal(size=w2.shape)
       h = 1e-6
@@ -469,12 +473,17 @@ class TestFroSSLLinear:
     np.testing.assert_allclose(s_gd, s_cf, rtol=3e-3)
 
 
+def _paper_eq34(t, lam, gam, s0):
+  """The printed eq. 34 (wrong); it lives in experiments/frossl_dynamics.py."""
+  return import_experiment("frossl_dynamics").paper_eq34(t, lam, gam, s0)
+
+
 class TestFroSSLPaperEq34:
 
   def test_eq34_solves_eq32_exactly(self):
     lam, gam, s0 = np.array([0.7, 1.3]), np.array([0.9, 1.1]), np.array(
         [0.2, 0.5])
-    f = lambda t: dyn.frossl_paper_eq34(t, lam, gam, s0)
+    f = lambda t: _paper_eq34(t, lam, gam, s0)
     np.testing.assert_allclose(f(0.0), s0, rtol=1e-14)
     dfdt = jax.jit(jax.jacfwd(f))
     for t in (0.0, 0.3, 1.1):
@@ -488,7 +497,7 @@ class TestFroSSLPaperEq34:
     # 1e-3 of it and the closed form at t = 20 within 1e-8.
     lam, s0 = np.array([0.5, 1.0, 2.0]), np.array([0.3, 0.3, 0.3])
     ts = np.linspace(0.0, 3.0, 5)
-    paper = np.asarray(dyn.frossl_paper_eq34(ts, lam, lam, s0))[-1]
+    paper = np.asarray(_paper_eq34(ts, lam, lam, s0))[-1]
     s1, _ = dyn.frossl_linear_dynamics(ts, lam, lam, s0, s0)
     target = 1 / np.sqrt(lam)
     assert np.all(paper < 0.02 * target)
@@ -502,13 +511,14 @@ class TestFroSSLPaperEq34:
     lr, steps = 1e-3, 1500
     p1, _ = _gd_scan(c["x1"], c["x2"], c["w1"], c["w2"], lr, steps, steps)
     s_gd = np.diagonal(c["u"].T @ p1[-1] @ c["v_hat"].T)
-    paper = np.asarray(dyn.frossl_paper_eq34(lr * steps, c["lam"], c["gam"],
+    paper = np.asarray(_paper_eq34(lr * steps, c["lam"], c["gam"],
                                              c["s1_0"]))
     assert np.max(np.abs(paper - s_gd) / s_gd) > 0.5
 
 
 class TestFroSSLEq6Normalisation:
-  """FINDINGS on eq. (6) itself (a local reference; the loss lives elsewhere)."""
+  """Skean et al. 2023 eq. (6) itself: unbounded below without the App. A
+  normalisation (a local reference; the loss lives elsewhere)."""
 
   @staticmethod
   def eq6(z1, z2):
@@ -561,7 +571,7 @@ class TestValidation004:
        "s0 must be > 0"),
       (lambda: dyn.frossl_symmetric_singular_values(np.zeros((2, 2)), 1.0, 0.1),
        "t must be"),
-      (lambda: dyn.frossl_paper_eq34(0.0, 1.0, 0.0, 0.1), "gam must be > 0"),
+      (lambda: _paper_eq34(0.0, 1.0, 0.0, 0.1), "gam must be > 0"),
       (lambda: dyn.frossl_linear_loss(np.ones((2, 3)), np.ones((2, 4)),
                                       np.ones((5, 3)), np.ones((5, 3))), "w2"),
       (lambda: dyn.frossl_linear_loss(np.ones((2, 3)), np.ones((2, 3)),

@@ -1,5 +1,5 @@
-"""Tests for ssljax.theory.spectral (papers 001/002; FINDINGS "002 optima",
-"Kernel regime").
+"""Tests for ssljax.theory.spectral (Balestriero & LeCun 2022, arXiv
+2205.11508; Cabannes et al. 2023, arXiv 2303.15256, Theorem 2, App. B, §5).
 
 float64 throughout. Closed forms are compared with L-BFGS (SciPy, jax
 gradients) from several random starts: objective values to 1e-7 relative,
@@ -12,10 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 
+from conftest import lbfgs_minimize
 from ssljax import graphs
 from ssljax import losses
+from ssljax.theory import linalg
 from ssljax.theory import spectral
 
 pytestmark = pytest.mark.usefixtures("x64")
@@ -32,17 +33,7 @@ def _y(labels):
 
 
 def _minimize(fun, x0, maxiter=10000):
-  vg = jax.jit(jax.value_and_grad(fun))
-
-  def wrapped(x):
-    v, g = vg(jnp.asarray(x))
-    return float(v), np.asarray(g, dtype=np.float64)
-
-  res = scipy.optimize.minimize(wrapped, np.asarray(x0), jac=True,
-                                method="L-BFGS-B",
-                                options={"maxiter": maxiter, "ftol": 1e-15,
-                                         "gtol": 1e-11, "maxcor": 30})
-  return res.x, res.fun
+  return lbfgs_minimize(fun, x0, ftol=1e-15, gtol=1e-11, maxiter=maxiter)
 
 
 def _vic2(z, g):
@@ -254,7 +245,8 @@ class TestBarlowTwins:
     assert float(_bt(z, g_n)) < 1e-20
     np.testing.assert_allclose(_principal_cosines(z, y), 1.0, atol=1e-12)
     # Unequal class sizes: Y R D with a generic rotation R is NOT a minimiser
-    # (002 Thm 2 lists {YRD}; the minimisers are Y diag(N_c)^(-1/2) Q D).
+    # (Cabannes et al. 2023 Thm 2 lists {YRD}; the minimisers are Y
+    # diag(N_c)^(-1/2) Q D).
     q, _ = jnp.linalg.qr(jnp.asarray(
         np.random.default_rng(8).standard_normal((3, 3))))
     assert float(_bt(y @ q, g_n)) > 1e-3
@@ -389,7 +381,8 @@ class TestKernel:
     assert float(jnp.linalg.norm(grad)) < 1e-9 * float(jnp.linalg.norm(g))**1.5
 
   def test_full_lambda_is_wrong(self):
-    # 002 erratum 9: G − λK⁻¹ is not stationary; G − (λ/2)K⁻¹ is.
+    # Cabannes et al. 2023 §5 prints G − λK⁻¹: it is not stationary; G −
+    # (λ/2)K⁻¹ is.
     x, g = _kernel_problem()
     kmat = spectral.gaussian_kernel(x, x, 1.0) + 1e-3 * jnp.eye(g.shape[0])
     ridge = 0.5
@@ -460,7 +453,7 @@ class TestKernel:
     lam = np.concatenate([[5.0, 3.0, 1e-3], -rng.uniform(0.1, 50.0, n - 3)])
     m = (q * lam) @ q.T
     m = 0.5 * (m + m.T)
-    holds = lambda r, bound, u=q: spectral._no_eigenvalue_above(
+    holds = lambda r, bound, u=q: linalg.no_eigenvalue_above(
         m, u[:, :r], lam[:r], bound, 5.0)
     assert holds(2, 1e-2)  # λ_3 = 1e-3 < 1e-2
     assert not holds(2, 1e-4)  # λ_3 = 1e-3 > 1e-4

@@ -1,19 +1,19 @@
-"""Tests for ssljax.theory.supervised (paper 000, FINDINGS (a) "000").
+"""Tests for ssljax.theory.supervised (Balestriero & LeCun 2024, "The
+Birth of Self Supervised Learning: A Supervised Theory").
 
-Every statement of FINDINGS "000" is checked in float64: closed forms
-against an L-BFGS optimiser (tolerance 1e-7 relative), identities to 1e-10,
-Theorem 2 against central finite differences of the true minimum (1e-6
-relative) and against autodiff (1e-8). Negative statements (uncentred SVD,
-K > C for App. B, signed G in Theorem 2) are checked to fail by a clear
-margin.
+Every statement of that paper used by the module is checked in float64: closed
+forms against an L-BFGS optimiser (tolerance 1e-7 relative), identities to
+1e-10, Theorem 2 against central finite differences of the true minimum (1e-6
+relative) and against autodiff (1e-8). Negative statements (uncentred SVD, K > C
+for App. B, signed G in Theorem 2) are checked to fail by a clear margin.
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 
+from conftest import lbfgs_minimize
 from ssljax.theory import supervised
 
 pytestmark = pytest.mark.usefixtures("x64")
@@ -30,17 +30,7 @@ def _problem(seed, n=40, k=6, c=4, offset=3.0):
 
 def _minimize(fun, x0, tol=1e-14, maxiter=5000):
   """L-BFGS (SciPy) on a jax scalar function of a flat float64 vector."""
-  vg = jax.jit(jax.value_and_grad(fun))
-
-  def wrapped(x):
-    v, g = vg(jnp.asarray(x))
-    return float(v), np.asarray(g, dtype=np.float64)
-
-  res = scipy.optimize.minimize(wrapped, np.asarray(x0), jac=True,
-                                method="L-BFGS-B",
-                                options={"maxiter": maxiter, "ftol": tol,
-                                         "gtol": 1e-12, "maxcor": 30})
-  return res.x, res.fun
+  return lbfgs_minimize(fun, x0, ftol=tol, gtol=1e-12, maxiter=maxiter)
 
 
 def _true_min(f, y, ridge):
@@ -120,7 +110,7 @@ class TestLemma1:
                                value, rtol=1e-9)
 
   def test_uncentred_svd_is_wrong(self):
-    # 000 erratum 2: the SVD must be of the centred features.
+    # The SVD must be of the centred features (the main text says f(X)).
     f, y = _problem(6, offset=5.0)
     ridge, n = 0.1, f.shape[0]
     g = y @ y.T
@@ -158,7 +148,8 @@ class TestLemma1:
                                rtol=1e-10)
 
   def test_shrinkage_in_unit_interval(self):
-    # 000 erratum 6: D_kk ∈ [0, 1), > 0 iff s_k > 0 (λ > 0).
+    # Positivity of D (left "ToDo" in the paper): D_kk ∈ [0, 1), > 0 iff s_k > 0
+    # (λ > 0).
     s = jnp.array([5.0, 1.0, 1e-3, 0.0])
     d = supervised._shrinkage(s, 0.1, 10)  # pylint: disable=protected-access
     assert bool(jnp.all((d >= 0) & (d < 1)))
@@ -212,9 +203,10 @@ class TestTheorem2:
                                   0.0)
 
   def test_signed_graph_can_be_positive(self):
-    # 000 erratum 5: (VᵀGV)_kk >= 0 only for PSD G; a signed G (002 eq. 15).
-    # G = Y A Yᵀ with A indefinite (classes 0 and 1 repel); the feature
-    # y_0 + y_1 is a direction with (VᵀGV)_kk < 0, so ∂/∂σ_k > 0 there.
+    # Observation 3, (VᵀGV)_kk >= 0, holds only for PSD G; a signed G (Cabannes
+    # et al. 2023 (arXiv 2303.15256) eq. 15) breaks it. G = Y A Yᵀ with A
+    # indefinite (classes 0 and 1 repel); the feature y_0 + y_1 is a direction
+    # with (VᵀGV)_kk < 0, so ∂/∂σ_k > 0 there.
     f, y = _problem(13, offset=0.0)
     a = jnp.eye(4).at[0, 1].set(-3.0).at[1, 0].set(-3.0)
     g = y @ a @ y.T

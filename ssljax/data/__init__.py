@@ -3,6 +3,7 @@
 Importing this package registers the ``fashion_mnist_local`` tfds builder.
 """
 
+from ssljax.data.augment import augment
 from ssljax.data.edges import edge_batches
 from ssljax.data.edges import edge_tables
 from ssljax.data.edges import sample_edges
@@ -10,7 +11,6 @@ from ssljax.data.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
 from ssljax.data.fashion_mnist import FashionMnistLocal
 from ssljax.data.fashion_mnist import find_fashion_mnist_files
 from ssljax.data.pipeline import DatasetUnavailableError
-from ssljax.data.pipeline import augment
 from ssljax.data.pipeline import load_split
 from ssljax.data.pipeline import steps_per_epoch
 from ssljax.data.pipeline import view_batches

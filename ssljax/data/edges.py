@@ -11,9 +11,11 @@ Everything is stateless and keyed by (seed, step), like ``view_batches``: the
 batch at step s is a pure function of (seed, s), so a resumed run sees the
 same edges and augmentations as an uninterrupted one.
 
-References: 002 Algorithm 1 (minibatches of revealed pairs);
-FINDINGS (a) "002 / 001 losses" (the degree-corrected form that
-``ssljax.losses.edge_vic2_terms`` estimates from these batches).
+References: Cabannes et al. 2023, "Active Self-Supervised Learning: A Few
+Low-Cost Relationships Are All You Need", arXiv 2303.15256, Algorithm 1
+(minibatches of revealed pairs). ``ssljax.losses.edge_vic2_terms`` estimates the
+degree-corrected form Σ_ij [G_ij‖z_i − z_j‖² + (z_iᵀz_j)² − (d_i‖z_i‖² +
+d_j‖z_j‖²)/N] = ‖ZZᵀ − G‖² − ‖G‖² from these batches.
 """
 
 from collections.abc import Iterator
@@ -22,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from ssljax.data import pipeline
-from ssljax.data.pipeline import _VIEW_STREAM, _augment_options, _augment_rows
+from ssljax.data.augment import VIEW_STREAM, augment_options, augment_rows
 
 __all__ = ["SAMPLINGS", "edge_tables", "sample_edges", "edge_batches"]
 
@@ -120,8 +122,8 @@ def edge_batches(images: np.ndarray, graph, *, batch_size: int, seed: int,
     prefetch: batches prepared ahead by tf.data.
 
   Returns:
-    Iterator of float32 (2, B/P, H, W, C) arrays in [0, 1] (row b of view 0
-    and of view 1 are the endpoints of edge b), or (views, info) pairs.
+    Iterator of float32 (2, B/P, H, W, C) arrays in [0, 1] (row b of view 0 and
+      of view 1 are the endpoints of edge b), or (views, info) pairs.
 
   Raises:
     ValueError: images not uint8 (N, H, W, C) with N = graph.n, bad batch
@@ -135,7 +137,7 @@ def edge_batches(images: np.ndarray, graph, *, batch_size: int, seed: int,
   pos, degree, inv_q = (tf.constant(tables[k], tf.float32)
                         for k in ("pos", "degree", "inv_q"))
   data = tf.constant(images)
-  aug = _augment_options(augment_kwargs or {})
+  aug = augment_options(augment_kwargs or {})
   local = batch_size // process_count
   first = process_index * local
 
@@ -143,12 +145,12 @@ def edge_batches(images: np.ndarray, graph, *, batch_size: int, seed: int,
     idx = _draw(cdf, batch_size, seed, step)[first:first + local]
     ends = (tf.gather(rows, idx), tf.gather(cols, idx))
     base = tf.random.experimental.stateless_fold_in(
-        tf.constant([seed, _VIEW_STREAM], tf.int64), step)
+        tf.constant([seed, VIEW_STREAM], tf.int64), step)
     keys = tf.random.experimental.stateless_split(base, 2)
     views = []
     for v, end in enumerate(ends):
       x = tf.cast(tf.gather(data, end), tf.float32) / 255
-      views.append(_augment_rows(x, keys[v], first, batch_size, **aug)
+      views.append(augment_rows(x, keys[v], first, batch_size, **aug)
                    if augment else x)
     views = tf.stack(views)
     if not with_info:
@@ -172,7 +174,7 @@ def _check_args(images, graph, batch_size, start_step, num_steps,
     raise ValueError(f"images must be uint8 (N, H, W, C) with N = graph.n = "
                      f"{graph.n}, got {getattr(images, 'dtype', None)} "
                      f"{getattr(images, 'shape', None)}")
-  pipeline._raise_first_invalid([
+  pipeline.raise_first_invalid([
       ("batch_size", batch_size, batch_size >= 2, ">= 2"),
-      *pipeline._step_checks(batch_size, start_step, num_steps, process_index,
+      *pipeline.step_checks(batch_size, start_step, num_steps, process_index,
                              process_count)])

@@ -28,11 +28,13 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 __all__ = [
+    "CLASS_NAMES",
     "DEFAULT_FASHION_MNIST_DIR",
     "FASHION_MNIST_ENV_VAR",
     "FASHION_MNIST_FILES",
     "FashionMnistLocal",
     "find_fashion_mnist_files",
+    "read_split",
 ]
 
 DEFAULT_FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
@@ -42,7 +44,8 @@ FASHION_MNIST_FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
     "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
 }
-_CLASS_NAMES = (
+# Label names, index = label (Xiao, Rasul & Vollgraf 2017, arXiv 1708.07747).
+CLASS_NAMES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
@@ -124,8 +127,20 @@ def _read_idx(path, expected_magic: int) -> np.ndarray:
   return np.frombuffer(raw, np.uint8, offset=header).reshape(dims)
 
 
-def _read_split(directory: pathlib.Path, split: str):
-  """Returns (images uint8 (N, 28, 28), labels uint8 (N,)) of one split."""
+def read_split(directory: pathlib.Path, split: str):
+  """Reads one split of the IDX files, validated.
+
+  Args:
+    directory: folder holding the four Fashion-MNIST IDX .gz files.
+    split: "train" or "test".
+
+  Returns:
+    (images uint8 (N, 28, 28), labels uint8 (N,)) as NumPy arrays.
+
+  Raises:
+    KeyError: for an unknown split. ValueError: a file is not a valid IDX
+      file, image shape is not 28 × 28, counts differ or a label is >= 10.
+  """
   images_name, labels_name = FASHION_MNIST_FILES[split]
   images = _read_idx(directory / images_name, _IMAGES_MAGIC)
   labels = _read_idx(directory / labels_name, _LABELS_MAGIC)
@@ -135,9 +150,9 @@ def _read_split(directory: pathlib.Path, split: str):
   if len(images) != len(labels):
     raise ValueError(f"{directory / labels_name}: {len(labels)} labels for "
                      f"{len(images)} images in {images_name}")
-  if labels.size and labels.max() >= len(_CLASS_NAMES):
+  if labels.size and labels.max() >= len(CLASS_NAMES):
     raise ValueError(f"{directory / labels_name}: label {labels.max()} is out "
-                     f"of range [0, {len(_CLASS_NAMES)})")
+                     f"of range [0, {len(CLASS_NAMES)})")
   return images, labels
 
 
@@ -160,7 +175,7 @@ class FashionMnistLocal(tfds.core.GeneratorBasedBuilder):
             " original IDX files."),
         features=tfds.features.FeaturesDict({
             "image": tfds.features.Image(shape=_IMAGE_SHAPE + (1,)),
-            "label": tfds.features.ClassLabel(names=list(_CLASS_NAMES)),
+            "label": tfds.features.ClassLabel(names=list(CLASS_NAMES)),
         }),
         supervised_keys=("image", "label"),
         homepage="https://github.com/zalandoresearch/fashion-mnist",
@@ -182,7 +197,7 @@ class FashionMnistLocal(tfds.core.GeneratorBasedBuilder):
             for split in FASHION_MNIST_FILES}
 
   def _generate_examples(self, directory: pathlib.Path, split: str):
-    images, labels = _read_split(directory, split)
+    images, labels = read_split(directory, split)
     # The index is the key: deterministic and equal to the file order.
     for index, (image, label) in enumerate(zip(images, labels)):
       yield index, {"image": image[..., None], "label": int(label)}

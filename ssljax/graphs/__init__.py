@@ -9,17 +9,20 @@ sparse dimensions (no batch or dense dimensions). `degree`, `validate_graph`,
 `laplacian` and `mixed_graph` accept both and return the same kind; the
 constructors return dense arrays unless called with `sparse=True`;
 `to_bcoo` / `to_dense` convert. Graphs over a whole dataset (N too large
-for (N, N)) are `EdgeGraph` edge lists (`ssljax.graphs.edges`). Duplicate BCOO entries are summed, as in
-`BCOO.todense()`.
+for (N, N)) are `EdgeGraph` edge lists (`ssljax.graphs.edges`). Duplicate BCOO
+entries are summed, as in `BCOO.todense()`.
 
-References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
-  000 Balestriero & LeCun 2024, Prop. 1.
-  001 Balestriero & LeCun 2022, spectral-embedding notes, §2 (graph code).
-  002 Cabannes et al. 2023 (PAL), eq. (8).
+References:
+  Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A Supervised
+  Theory", Prop. 1 (sample-major G = I_n ⊗ 1_V1_Vᵀ, with diagonal). Balestriero
+  & LeCun 2022, "Contrastive and Non-Contrastive Self-Supervised Learning
+  Recover Global and Local Spectral Embedding Methods", arXiv
+  2205.11508, §2 (graph code: view-major G = (1_V1_Vᵀ − I_V) ⊗ I_n, zero
+  diagonal). Cabannes et al. 2023, "Active Self-Supervised Learning: A Few
+  Low-Cost Relationships Are All You Need", arXiv 2303.15256, eq. (8). The two
+  orders are the same graph after a permutation and adding I.
 """
 
-from ssljax.graphs._core import _check_finite  # noqa: F401 (used by losses)
-from ssljax.graphs._core import _is_concrete  # noqa: F401 (used by losses)
 from ssljax.graphs._core import degree
 from ssljax.graphs._core import is_bcoo
 from ssljax.graphs._core import laplacian
@@ -34,6 +37,11 @@ from ssljax.graphs.edges import supervised_edges
 from ssljax.graphs.edges import symmetrize_edges
 from ssljax.graphs.knn import knn_graph
 from ssljax.graphs.labels import mixed_graph
+from ssljax.graphs.ops import as_graph
+from ssljax.graphs.ops import EDGE_CHUNK
+from ssljax.graphs.ops import graph_matmul
+from ssljax.graphs.ops import graph_quadratic
+from ssljax.graphs.ops import graph_sq_norm
 from ssljax.graphs.labels import normalized_supervised_graph
 from ssljax.graphs.labels import signed_graph
 from ssljax.graphs.labels import supervised_graph
@@ -43,6 +51,9 @@ __all__ = [
     "views_graph", "supervised_graph", "normalized_supervised_graph",
     "mixed_graph", "signed_graph", "knn_graph", "laplacian", "degree",
     "validate_graph", "is_bcoo", "to_bcoo", "to_dense",
+    # Graph maths shared by the losses (dense or BCOO G).
+    "as_graph", "graph_matmul", "graph_quadratic", "graph_sq_norm",
+    "EDGE_CHUNK",
     # Whole-dataset graphs as edge lists (memory O(E)): ssljax.graphs.edges.
     "EdgeGraph", "symmetrize_edges", "knn_edges", "pixel_features",
     "supervised_edges", "load_edge_list",

@@ -9,8 +9,10 @@ from jax.experimental import sparse as jsparse
 import jax.numpy as jnp
 import numpy as np
 
+from ssljax.checks import check_finite, is_concrete
 
-_ORDERS = ("view_major", "sample_major")
+# The two row orders of a multi-view batch (see `views_graph`).
+ORDERS = ("view_major", "sample_major")
 
 
 def is_bcoo(g) -> bool:
@@ -18,35 +20,18 @@ def is_bcoo(g) -> bool:
   return isinstance(g, jsparse.BCOO)
 
 
-def _is_concrete(x) -> bool:
-  """True when `x` holds actual values (it is not a tracer inside jit/grad).
+def bcoo_from_coo(data, rows, cols, n: int, dtype) -> jsparse.BCOO:
+  """(N, N) BCOO from NumPy COO triplets, indices sorted row-major.
 
-  For a BCOO, both its `data` and `indices` must be concrete.
+  Args:
+    data: (E,) values; rows, cols: (E,) int indices in [0, n), no duplicate
+      (row, col) pair (the result is flagged `unique_indices=True`).
+    n: N, the side of the matrix.
+    dtype: dtype of the stored values.
+
+  Returns:
+    `BCOO` of shape (n, n) with E stored entries, int32 indices.
   """
-  if is_bcoo(x):
-    return _is_concrete(x.data) and _is_concrete(x.indices)
-  return not isinstance(x, jax.core.Tracer)
-
-
-def _check_finite(x, name: str) -> None:
-  """Raises ValueError if concrete `x` has a NaN or inf; skips tracers.
-
-  For a BCOO only the stored values (`x.data`) are checked.
-  """
-  if not _is_concrete(x):
-    return
-  shape = tuple(np.shape(x))
-  x_np = np.asarray(jax.device_get(x.data if is_bcoo(x) else x))
-  if not np.all(np.isfinite(x_np)):
-    bad = int(np.size(x_np) - np.count_nonzero(np.isfinite(x_np)))
-    kind = "BCOO matrix" if is_bcoo(x) else "array"
-    raise ValueError(
-        f"{name} must be finite, got {bad} non-finite value(s) in an {kind}"
-        f" of shape {shape}")
-
-
-def _bcoo_from_numpy(data, rows, cols, n: int, dtype) -> jsparse.BCOO:
-  """(N, N) BCOO from numpy COO triplets, indices sorted row-major."""
   order = np.lexsort((cols, rows))
   indices = np.stack([rows[order], cols[order]], axis=1).astype(np.int32)
   return jsparse.BCOO(
@@ -62,7 +47,13 @@ def _check_bcoo_layout(g, name: str) -> None:
         f" = 0), got n_batch = {g.n_batch}, n_dense = {g.n_dense}")
 
 
-def _check_square(g, name: str) -> tuple[int, ...]:
+def check_square(g, name: str) -> tuple[int, ...]:
+  """g must be a square rank-2 array or a 2-D BCOO; returns its shape.
+
+  Raises:
+    ValueError: if g is not (N, N), or is a BCOO with batch or dense
+      dimensions.
+  """
   shape = tuple(np.shape(g))
   if len(shape) != 2 or shape[0] != shape[1]:
     raise ValueError(f"{name} must be a square (N, N) array, got shape {shape}")
@@ -92,6 +83,17 @@ def _bcoo_max_asymmetry(g) -> float:
   return float(np.max(np.abs(diff)))
 
 
+def _device_max_asymmetry(g_NxN: jax.Array) -> float:
+  """max |G − Gᵀ| of a dense jax array, reduced on its device.
+
+  Only the scalar comes back to the host (no copy of G). bool/int graphs are
+  compared in the default float dtype.
+  """
+  with jax.ensure_compile_time_eval():  # also when called while tracing
+    g_NxN = g_NxN.astype(jnp.result_type(g_NxN.dtype, float))
+    return float(jnp.max(jnp.abs(g_NxN - g_NxN.T), initial=0.0))
+
+
 def _dense_max_asymmetry(g_NxN: np.ndarray, block: int = 256) -> float:
   """max |G − Gᵀ| of a dense (N, N) numpy array, in float64 (bool/int too).
 
@@ -106,44 +108,34 @@ def _dense_max_asymmetry(g_NxN: np.ndarray, block: int = 256) -> float:
   return asym
 
 
-def _positive_int(value, name: str) -> int:
-  if isinstance(value, bool):
-    raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-  try:
-    value_int = operator.index(value)
-  except TypeError:
-    raise ValueError(f"{name} must be an int >= 1, got {value!r}") from None
-  if value_int < 1:
-    raise ValueError(f"{name} must be an int >= 1, got {value_int}")
-  return value_int
-
-
-def degree(g) -> jax.Array:
+def degree(g, *, dtype=None) -> jax.Array:
   """Degree vector d = G1 (row sums), the diagonal of D in L = D − G.
 
   Args:
     g: (N, N) graph, dense array or 2-D `BCOO`, any real dtype.
+    dtype: if given, G's values are cast to it before summing.
 
   Returns:
-    (N,) dense array of row sums, same dtype as `g` (also for a BCOO g).
+    (N,) dense array of row sums, of `dtype` or else g's dtype (also for a BCOO
+      g).
 
   Raises:
     ValueError: if `g` is not a square rank-2 array (or a BCOO with batch or
       dense dimensions).
 
   References:
-    FINDINGS.md notation (D = diag(G1)); 001 §2.
+    Balestriero & LeCun 2022, arXiv 2205.11508, §2 (D = diag(G1)).
 
   Example:
     >>> degree(views_graph(3, 4)).tolist()
     [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]
   """
   if is_bcoo(g):
-    _check_square(g, "g")
-    return _bcoo_row_sums(g)
+    check_square(g, "g")
+    return _bcoo_row_sums(g if dtype is None else g.astype(dtype))
   g = jnp.asarray(g)
-  _check_square(g, "g")
-  return jnp.sum(g, axis=1)
+  check_square(g, "g")
+  return jnp.sum(g if dtype is None else g.astype(dtype), axis=1)
 
 
 @jax.jit
@@ -171,7 +163,8 @@ def validate_graph(
   symmetry on the summed duplicates, in O(nnz log nnz) numpy work.
 
   Args:
-    g: candidate (N, N) graph: dense array (or nested list), or 2-D `BCOO`;
+    g: candidate (N, N)
+    graph: dense array (or nested list), or 2-D `BCOO`;
       any real dtype.
     n: expected N (e.g. the number of rows of Z), or None to skip.
     name: argument name used in the error messages.
@@ -186,7 +179,8 @@ def validate_graph(
       or dense dimensions.
 
   References:
-    001 §2 and FINDINGS.md (a): G is symmetric (N, N).
+    Balestriero & LeCun 2022, arXiv 2205.11508, §2: G is a symmetric (N, N)
+    matrix over the rows (samples).
 
   Example:
     >>> validate_graph(views_graph(3), n=6)
@@ -195,17 +189,19 @@ def validate_graph(
     ...
     ValueError: g must be a square (N, N) array, got shape (2, 3)
   """
-  shape = _check_square(g, name)
+  shape = check_square(g, name)
   if n is not None and shape[0] != n:
     raise ValueError(
         f"{name} must have shape ({n}, {n}) to match N = {n} rows, got {shape}")
-  if not _is_concrete(g):
+  if not is_concrete(g):
     return
-  _check_finite(g, name)
+  check_finite(g, name)
   if is_bcoo(g):
     asym = _bcoo_max_asymmetry(g)
-  else:
-    asym = _dense_max_asymmetry(np.asarray(jax.device_get(g)))
+  elif isinstance(g, jax.Array):
+    asym = _device_max_asymmetry(g)
+  else:  # host data (NumPy, lists) is checked where it is
+    asym = _dense_max_asymmetry(np.asarray(g))
   if asym > atol:
     raise ValueError(
         f"{name} must be symmetric, got max |{name} - {name}.T| = {asym:.3g}"
@@ -240,10 +236,10 @@ def to_bcoo(g, *, nse: int | None = None) -> jsparse.BCOO:
     4
   """
   if is_bcoo(g):
-    _check_square(g, "g")
+    check_square(g, "g")
     return g
-  _check_square(g, "g")
-  if not _is_concrete(g):
+  check_square(g, "g")
+  if not is_concrete(g):
     return jsparse.BCOO.fromdense(jnp.asarray(g), nse=nse)
   # Host-side for concrete g: no per-shape compile.
   g_NxN = np.asarray(jax.device_get(g))
@@ -252,12 +248,12 @@ def to_bcoo(g, *, nse: int | None = None) -> jsparse.BCOO:
   data = g_NxN[rows, cols]
   dtype = jax.dtypes.canonicalize_dtype(g_NxN.dtype)
   if nse is None:
-    return _bcoo_from_numpy(data, rows, cols, n, dtype)
+    return bcoo_from_coo(data, rows, cols, n, dtype)
   nse = operator.index(nse)
   if nse < rows.size:
     raise ValueError(
         f"nse must be >= the {rows.size} nonzeros of g, got nse = {nse}")
-  g = _bcoo_from_numpy(data, rows, cols, n, dtype)
+  g = bcoo_from_coo(data, rows, cols, n, dtype)
   pad = nse - rows.size  # padding slots: index N, value 0 (ignored)
   return jsparse.BCOO(
       (jnp.concatenate([g.data, jnp.zeros(pad, dtype)]),
@@ -284,20 +280,20 @@ def to_dense(g) -> jax.Array:
     [[0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0]]
   """
   if is_bcoo(g):
-    _check_square(g, "g")
+    check_square(g, "g")
     return g.todense()
   g = jnp.asarray(g)
-  _check_square(g, "g")
+  check_square(g, "g")
   return g
 
 
 def laplacian(g, *, normalized: bool = False):
   """Graph Laplacian L = D − G (or I − D^{-1/2} G D^{-1/2}).
 
-  Σ_ij G_ij‖z_i − z_j‖² = 2 Tr(Zᵀ L Z) (FINDINGS (a) "Invariance"); L1 = 0.
-  With `normalized=True` the symmetric normalised Laplacian is returned;
-  rows with degree <= 0 (isolated rows, or signed graphs) get D^{-1/2} = 0,
-  i.e. L_ii = 1 and no off-diagonal entries. jit-able.
+  Σ_ij G_ij‖z_i − z_j‖² = 2 Tr(Zᵀ L Z) (exact identity); L1 = 0. With
+  `normalized=True` the symmetric normalised Laplacian is returned; rows with
+  degree <= 0 (isolated rows, or signed graphs) get D^{-1/2} = 0, i.e. L_ii = 1
+  and no off-diagonal entries. jit-able.
 
   Args:
     g: (N, N) graph, dense or BCOO.
@@ -305,19 +301,20 @@ def laplacian(g, *, normalized: bool = False):
 
   Returns:
     (N, N) symmetric matrix of g's (float) dtype, BCOO iff g is (its nse is
-    g.nse + N: the diagonal entries are appended).
+      g.nse + N: the diagonal entries are appended).
 
   Raises:
     ValueError: if g is not square rank 2 (or a BCOO with batch/dense dims).
 
   References:
-    FINDINGS (a) "Invariance"; 001 §2 (Laplacian eigenmaps view).
+    Balestriero & LeCun 2022, arXiv 2205.11508, §2 (Laplacian eigenmaps view of
+    the invariance term Σ_ij G_ij‖z_i − z_j‖² = 2 Tr(ZᵀLZ)).
 
   Example:
     >>> laplacian(views_graph(2)).astype(int).tolist()
     [[1, 0, -1, 0], [0, 1, 0, -1], [-1, 0, 1, 0], [0, -1, 0, 1]]
   """
-  _check_square(g, "g")
+  check_square(g, "g")
   if not is_bcoo(g):
     g = jnp.asarray(g)
   n = g.shape[0]

@@ -21,7 +21,8 @@ NumPy only (host data); `EdgeGraph.to_bcoo` converts for the dense/BCOO
 losses of `ssljax.losses` on small graphs.
 
 References:
-  001 §2 (graph formulation of SSL); 002 §3.1, eq. (7) (supervised graph);
+  Balestriero & LeCun 2022 (arXiv 2205.11508) §2 (graph formulation of SSL);
+  Cabannes et al. 2023, arXiv 2303.15256, §3.1, eq. (7) (supervised graph);
   Dwibedi et al. 2021 (NNCLR) for neighbours as positives.
 """
 
@@ -31,6 +32,8 @@ import dataclasses
 import zipfile
 
 import numpy as np
+
+from ssljax import checks
 
 __all__ = ["EdgeGraph", "symmetrize_edges", "knn_edges", "pixel_features",
            "supervised_edges", "load_edge_list"]
@@ -77,26 +80,6 @@ class EdgeGraph:
                         unique_indices=True)
 
 
-def _as_int(value, name: str, what: str) -> int:
-  """int(value) if value is an integral number, else ValueError (not the
-  TypeError/OverflowError of int(None) or int(inf))."""
-  try:
-    as_int = int(value)
-    ok = as_int == value
-  except (TypeError, ValueError, OverflowError):
-    ok = False
-  if not ok:
-    raise ValueError(f"{name} must be {what}, got {value!r}")
-  return as_int
-
-
-def _check_n(n) -> int:
-  n_int = _as_int(n, "n", "a positive integer")
-  if n_int < 1:
-    raise ValueError(f"n must be a positive integer, got {n!r}")
-  return n_int
-
-
 def symmetrize_edges(n: int, rows, cols, weights=None, *,
                      mode: str = "union") -> EdgeGraph:
   """The symmetric graph of a directed pair list, in O(E log E) time.
@@ -116,7 +99,7 @@ def symmetrize_edges(n: int, rows, cols, weights=None, *,
     ValueError: bad n or mode, rows/cols/weights of different shapes, an
       index outside [0, N), a weight that is not finite and > 0.
   """
-  n = _check_n(n)
+  n = checks.as_positive_int(n, "n")
   if mode not in _SYMMETRIZE:
     raise ValueError(f"mode must be one of {_SYMMETRIZE}, got {mode!r}")
   rows_E = np.asarray(rows).ravel().astype(np.int64)
@@ -204,7 +187,7 @@ def knn_edges(features, k: int, *, mode: str = "union") -> EdgeGraph:
     raise ValueError(f"features must be a finite (N, D) array, got shape "
                      f"{x_NxD.shape}")
   n = x_NxD.shape[0]
-  k_int = _as_int(k, "k", f"an integer in [1, N - 1 = {n - 1}]")
+  k_int = checks.as_int(k, "k", f"an integer in [1, N - 1 = {n - 1}]")
   if not 1 <= k_int < n:
     raise ValueError(f"k must be an integer in [1, N - 1 = {n - 1}], got {k!r}")
   from sklearn.neighbors import NearestNeighbors  # pylint: disable=import-outside-toplevel
@@ -236,14 +219,15 @@ def supervised_edges(labels, per_node: int, *, seed: int = 0) -> EdgeGraph:
     ValueError: labels not rank-1 integers >= −1, per_node < 1.
 
   References:
-    002 §3.1, eq. (7) (G = YYᵀ; 002 erratum 1: "=" not "≠").
+    Cabannes et al. 2023 §3.1, eq. (7) (G = YYᵀ, G_ij = 1{y_i = y_j}; the paper
+    prints "≠").
   """
   y_N = np.asarray(labels)
   if y_N.ndim != 1 or not np.issubdtype(y_N.dtype, np.integer) or (
       y_N.size and y_N.min() < -1):
     raise ValueError(f"labels must be rank-1 integers >= -1, got "
                      f"{y_N.dtype} {y_N.shape}")
-  if _as_int(per_node, "per_node", "an integer >= 1") < 1:
+  if checks.as_int(per_node, "per_node", "an integer >= 1") < 1:
     raise ValueError(f"per_node must be an integer >= 1, got {per_node!r}")
   n = y_N.size
   rng = np.random.default_rng([seed, 0x50B])

@@ -8,7 +8,7 @@ import jax
 from jax.experimental import sparse as jsparse
 import jax.numpy as jnp
 
-from ssljax.graphs._core import _check_finite, _positive_int
+from ssljax.checks import check_finite, check_positive_int
 
 
 # ---------------------------------------------------------------------------
@@ -53,7 +53,7 @@ def knn_graph(z, k: int = 1, *, exclude_self: bool = True,
 
   Returns:
     (N, N) symmetric matrix of `dtype` with entries in {0, ½, 1} (BCOO if
-    `sparse`).
+      `sparse`).
 
   Raises:
     ValueError: if z is not rank 2, k is not an int >= 1 or too large for
@@ -61,7 +61,8 @@ def knn_graph(z, k: int = 1, *, exclude_self: bool = True,
 
   References:
     Dwibedi et al. 2021 (NNCLR), arXiv:2104.14548, §3 (nearest neighbour
-    as positive); 001 §2 (graph formulation of SSL losses).
+    as positive); Balestriero & LeCun 2022 (arXiv 2205.11508) §2 (graph
+    formulation of SSL losses).
 
   Example:
     >>> z = jnp.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
@@ -72,7 +73,7 @@ def knn_graph(z, k: int = 1, *, exclude_self: bool = True,
   if z.ndim != 2:
     raise ValueError(f"z must be a rank-2 (N, K) array, got shape {z.shape}")
   n = z.shape[0]
-  k = _positive_int(k, "k")
+  k = check_positive_int(k, "k")
   if k > n - int(bool(exclude_self)):
     raise ValueError(
         f"k must be <= N{' - 1' if exclude_self else ''} = "
@@ -82,7 +83,7 @@ def knn_graph(z, k: int = 1, *, exclude_self: bool = True,
         f"symmetrize must be one of {_SYMMETRIZE}, got {symmetrize!r}")
   if metric not in _METRICS:
     raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}")
-  _check_finite(z, "z")
+  check_finite(z, "z")
   return _knn_graph_core(z, k, bool(exclude_self), symmetrize, metric,
                          jnp.dtype(dtype), bool(sparse))
 

@@ -1,4 +1,8 @@
-"""Graphs from labels and pair lists: supervised, normalised, mixed, signed (002)."""
+"""Graphs from labels and pairs: supervised, normalised, mixed, signed.
+
+References: Cabannes et al. 2023, "Active Self-Supervised Learning: A Few
+Low-Cost Relationships Are All You Need", arXiv 2303.15256.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ from jax.experimental import sparse as jsparse
 import jax.numpy as jnp
 import numpy as np
 
-from ssljax.graphs._core import (_bcoo_from_numpy, _check_square, _is_concrete,
-                                 _positive_int, is_bcoo, to_dense)
+from ssljax.checks import check_positive_int, is_concrete
+from ssljax.graphs._core import bcoo_from_coo, check_square, is_bcoo, to_dense
 
 
 # ---------------------------------------------------------------------------
@@ -26,8 +30,8 @@ def _check_labels(labels, num_classes) -> jax.Array:
     raise ValueError(
         f"labels must have an integer dtype, got {labels.dtype}")
   if num_classes is not None:
-    num_classes = _positive_int(num_classes, "num_classes")
-  if _is_concrete(labels) and labels.size:
+    num_classes = check_positive_int(num_classes, "num_classes")
+  if is_concrete(labels) and labels.size:
     lo, hi = int(jnp.min(labels)), int(jnp.max(labels))
     if lo < -1:
       raise ValueError(
@@ -63,14 +67,14 @@ def _labels_graph(labels, num_classes, dtype, sparse, normalized):
   labels_N = _check_labels(labels, num_classes)
   n = labels_N.shape[0]
   if sparse:
-    if not _is_concrete(labels_N):
+    if not is_concrete(labels_N):
       raise ValueError(
           "sparse=True needs concrete labels (the number of stored entries"
           " depends on their values); got a tracer, use sparse=False under"
           " jit")
     rows, cols, sizes = _same_class_pairs(np.asarray(jax.device_get(labels_N)))
     data = 1.0 / sizes if normalized else np.ones(rows.shape)
-    return _bcoo_from_numpy(data, rows, cols, n, dtype)
+    return bcoo_from_coo(data, rows, cols, n, dtype)
   known_N = labels_N >= 0
   same_NxN = ((labels_N[:, None] == labels_N[None, :])
               & known_N[:, None] & known_N[None, :])
@@ -88,9 +92,10 @@ def supervised_graph(labels, *, num_classes: int | None = None,
   Y is the (N, C) one-hot label matrix (rows = samples); a row with label
   −1 (unknown) is a zero row of Y, so its row and column of G are zero.
   G includes the diagonal (G_ii = 1 for every labelled row), as YYᵀ in
-  000 §2.2 and 002 eq. (7) (with the 002 erratum: Y_sup Y_supᵀ, and
-  `1{y_i = y_j}`, not `≠`). With A augmentations per sample in sample-major
-  order, pass `np.repeat(labels, A)` to get Y_sup = Y ⊗ 1_A.
+  Balestriero & LeCun 2024 §2.2 and Cabannes et al. 2023 eq. (7) (which prints
+  Y_supᵀY_sup, a C×C matrix, for Y_sup Y_supᵀ, and `≠` for `1{y_i = y_j}`). With
+  A augmentations per sample in sample-major order, pass `np.repeat(labels, A)`
+  to get Y_sup = Y ⊗ 1_A.
 
   The dense form is jit-able (labels may be traced); `sparse=True` needs
   concrete labels and stores nse = Σ_c N_c² entries.
@@ -110,8 +115,11 @@ def supervised_graph(labels, *, num_classes: int | None = None,
       value < −1 or >= num_classes, or sparse=True with traced labels.
 
   References:
-    000 §2.2 and Prop. 1 (rows convention, 000 erratum 3); 002 §3.1 and
-    eq. (7) (002 erratum 1); FINDINGS (a) "Graphs".
+    Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A
+    Supervised Theory", §2.2 and Prop. 1 (G = YYᵀ in rows; its Theorem 1 writes
+    G = YᵀY in columns). Cabannes et al. 2023, arXiv 2303.15256, §3.1 and eq.
+    (7), where G_ij = 1{y_i = y_j} (the printed "≠" is a typo) and G = Y_sup
+    Y_supᵀ (the printed Y_supᵀY_sup is C×C).
 
   Example:
     >>> supervised_graph(jnp.array([0, 1, 0, -1])).astype(int).tolist()
@@ -129,8 +137,9 @@ def normalized_supervised_graph(labels, *, num_classes: int | None = None,
   columns and are not counted). This is the graph under which the
   BarlowTwins graph loss is minimised (loss 0) by Z = Y D for any positive
   diagonal D, while the un-normalised YYᵀ leaves the loss Σ_c (N_c − 1)² at
-  Z = Y (FINDINGS (a) "BarlowTwins", 002 erratum 5). Rows of G_n sum to 1
-  (for labelled rows), and G_n is the orthogonal projector onto span(Y).
+  Z = Y (Cabannes et al. 2023, arXiv 2303.15256, Theorem 2 and App. B.2.4 claim
+  zero loss at Z = Y for the un-normalised graph). Rows of G_n sum to 1 (for
+  labelled rows), and G_n is the orthogonal projector onto span(Y).
 
   Args:
     labels: (N,) integer class ids in [0, C), or −1 for unknown.
@@ -145,8 +154,10 @@ def normalized_supervised_graph(labels, *, num_classes: int | None = None,
     ValueError: as `supervised_graph`.
 
   References:
-    002 Theorem 2 / App. B.2.4 corrected in FINDINGS (b) 002 erratum 5;
-    FINDINGS (a) "002 optima", BarlowTwins.
+    Cabannes et al. 2023, arXiv 2303.15256, Theorem 2 / App. B.2.4, which hold
+    for G_n and not for YYᵀ: with YYᵀ, Z = Y has loss Σ_c (N_c − 1)² and
+    zero-loss Z exist outside span(Y); with G_n the loss at Z = YΛ is
+    0.
 
   Example:
     >>> normalized_supervised_graph(jnp.array([0, 0, 1])).tolist()
@@ -158,9 +169,9 @@ def normalized_supervised_graph(labels, *, num_classes: int | None = None,
 def mixed_graph(g_ssl, g_sup, alpha):
   """Convex mix (1 − α)·G_ssl + α·G_sup of an SSL and a supervised graph.
 
-  α = 0 is pure SSL, α = 1 pure supervised (002 §3.1, eq. (7)). If both
-  graphs are BCOO the result is a BCOO whose entries are the two entry lists
-  concatenated (duplicates are summed by every consumer, nse adds up);
+  α = 0 is pure SSL, α = 1 pure supervised (Cabannes et al. 2023 §3.1, eq. (7)).
+  If both graphs are BCOO the result is a BCOO whose entries are the two entry
+  lists concatenated (duplicates are summed by every consumer, nse adds up);
   otherwise the result is dense. jit-able; α may be traced.
 
   Args:
@@ -169,28 +180,29 @@ def mixed_graph(g_ssl, g_sup, alpha):
     alpha: mixing weight in [0, 1] (checked when concrete).
 
   Returns:
-    (N, N) graph, BCOO iff both inputs are BCOO; dtype is the promotion of
-    the two inputs' dtypes.
+    (N, N) graph, BCOO iff both inputs are BCOO; dtype is the promotion of the
+      two inputs' dtypes.
 
   Raises:
     ValueError: if a graph is not square, the shapes differ, or a concrete
       alpha is outside [0, 1].
 
   References:
-    002 §3.1, eq. (7): G = (1 − α)G_ssl + αG_sup (rows convention).
+    Cabannes et al. 2023 §3.1, eq. (7): G = (1 − α)G_ssl + αG_sup (rows
+    convention).
 
   Example:
     >>> g = mixed_graph(jnp.eye(2), jnp.ones((2, 2)), 0.25)
     >>> g.tolist()
     [[1.0, 0.25], [0.25, 1.0]]
   """
-  shape_ssl = _check_square(g_ssl, "g_ssl")
-  shape_sup = _check_square(g_sup, "g_sup")
+  shape_ssl = check_square(g_ssl, "g_ssl")
+  shape_sup = check_square(g_sup, "g_sup")
   if shape_ssl != shape_sup:
     raise ValueError(
         f"g_ssl and g_sup must have the same (N, N) shape, got {shape_ssl}"
         f" and {shape_sup}")
-  if _is_concrete(alpha) and not 0.0 <= float(alpha) <= 1.0:
+  if is_concrete(alpha) and not 0.0 <= float(alpha) <= 1.0:
     raise ValueError(f"alpha must be in [0, 1], got {float(alpha)!r}")
   if is_bcoo(g_ssl) and is_bcoo(g_sup):
     dtype = jnp.result_type(g_ssl.dtype, g_sup.dtype, float)
@@ -228,10 +240,10 @@ def signed_graph(n: int, positive_pairs, negative_pairs=(), *,
 
   G_ij = G_ji = +1 for every (i, j) in `positive_pairs`, −1 for every pair
   in `negative_pairs`, and 0 for pairs never queried (the "unknown" of the
-  PAL oracles, 002 eq. (15)). A pair listed twice is set once (not summed);
-  (i, i) sets the diagonal. Pairs are host data (numpy), so this is not
-  jit-able. Note: G is not PSD in general, so 000 Observation 3
-  ((VᵀGV)_kk ≥ 0) does not hold (000 erratum 5).
+  PAL oracles, Cabannes et al. 2023 eq. (15)). A pair listed twice is set once
+  (not summed); (i, i) sets the diagonal. Pairs are host data (numpy), so this
+  is not jit-able. Note: G is not PSD in general, so Balestriero & LeCun 2024
+  Observation 3 ((VᵀGV)_kk ≥ 0) does not hold (it needs a PSD G).
 
   Args:
     n: number of rows N, int >= 1.
@@ -249,14 +261,15 @@ def signed_graph(n: int, positive_pairs, negative_pairs=(), *,
       negative.
 
   References:
-    002 §4 eq. (15) (signed graph of the PAL oracles); FINDINGS (b) 000
-    erratum 5.
+    Cabannes et al. 2023, arXiv 2303.15256, §4 eq. (15) (signed graph of the PAL
+    oracles). For such a signed G, (VᵀGV)_kk >= 0 (Observation 3 of Balestriero
+    & LeCun 2024) no longer holds: it needs a PSD G.
 
   Example:
     >>> signed_graph(3, [[0, 1]], [[1, 2]]).astype(int).tolist()
     [[0, 1, 0], [1, 0, -1], [0, -1, 0]]
   """
-  n = _positive_int(n, "n")
+  n = check_positive_int(n, "n")
   pos = _check_pairs(positive_pairs, n, "positive_pairs")
   neg = _check_pairs(negative_pairs, n, "negative_pairs")
   sym = lambda p: np.concatenate([p, p[:, ::-1]])
@@ -272,7 +285,7 @@ def signed_graph(n: int, positive_pairs, negative_pairs=(), *,
   data = np.concatenate([np.ones(pos_keys.size), -np.ones(neg_keys.size)])
   rows, cols = np.divmod(keys, n)
   if sparse:
-    return _bcoo_from_numpy(data, rows, cols, n, dtype)
+    return bcoo_from_coo(data, rows, cols, n, dtype)
   g_NxN = np.zeros((n, n))
   g_NxN[rows, cols] = data
   return jnp.asarray(g_NxN, dtype=dtype)

@@ -1,11 +1,17 @@
-"""The V-view SSL graph (000 Prop. 1; 001 §2; 002 eq. (8))."""
+"""The V-view SSL graph.
+
+References: Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A
+Supervised Theory", Prop. 1; Balestriero & LeCun 2022, arXiv
+2205.11508, §2; Cabannes et al. 2023, arXiv 2303.15256, eq. (8).
+"""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
 
-from ssljax.graphs._core import _ORDERS, _bcoo_from_numpy, _positive_int
+from ssljax.checks import check_positive_int
+from ssljax.graphs._core import ORDERS, bcoo_from_coo
 
 
 def views_graph(
@@ -24,12 +30,13 @@ def views_graph(
 
       G = (1_V 1_Vᵀ − I_V) ⊗ I_n,
 
-  zero diagonal and degree V − 1, as in the 001 and 002 code. The
-  sample-major order (row i·V + v) gives I_n ⊗ (1_V 1_Vᵀ − I_V). The two
-  orders are the same graph up to a permutation of rows and columns.
-  `self_loops=True` adds I_N, so sample-major with self loops is
-  I_n ⊗ 1_V 1_Vᵀ = YYᵀ of 000 Prop. 1 and 002 eq. (8) (FINDINGS (a) Graphs;
-  001 erratum 1: the notes' `1{i = j}` should be `1{i ≠ j}`).
+  zero diagonal and degree V − 1, as in the Balestriero & LeCun 2022 and
+  Cabannes et al. 2023 code. The sample-major order (row i·V + v) gives I_n ⊗
+  (1_V 1_Vᵀ − I_V). The two orders are the same graph up to a permutation of
+  rows and columns. `self_loops=True` adds I_N, so sample-major with self loops
+  is I_n ⊗ 1_V 1_Vᵀ = YYᵀ of Balestriero & LeCun 2024 Prop. 1 and Cabannes et
+  al. 2023 eq. (8) (the same graph after a permutation and adding I; Balestriero
+  & LeCun 2022 §2 print `1{i = j}` where the code has `1{i ≠ j}`).
 
   Args:
     n: number of original samples, int >= 1.
@@ -42,15 +49,18 @@ def views_graph(
       loops), built in O(N·V) without a dense (N, N) intermediate.
 
   Returns:
-    (n·v, n·v) symmetric 0/1 array of `dtype` (BCOO if `sparse`); every row
-    sums to V − 1 (V with self loops).
+    (n·v, n·v) symmetric 0/1 array of `dtype` (BCOO if `sparse`); every row sums
+      to V − 1 (V with self loops).
 
   Raises:
     ValueError: if n or v is not an int >= 1, or `order` is unknown.
 
   References:
-    000 Prop. 1 (with the 000 erratum 8: `1{⌊n/V⌋ = j}`); 001 §2 graph code;
-    002 eq. (8); FINDINGS.md (a) "Graphs".
+    Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A
+    Supervised Theory", Prop. 1 (Y_{n,j} = 1{⌊n/V⌋ = j}; the printed `= 1` is a
+    typo; G = YYᵀ includes the diagonal). Balestriero & LeCun 2022, arXiv
+    2205.11508, §2 graph code (view-major, zero diagonal). Cabannes et al. 2023,
+    arXiv 2303.15256, eq. (8) (sample-major).
 
   Example:
     >>> views_graph(2, 2).astype(int).tolist()
@@ -58,10 +68,10 @@ def views_graph(
     >>> views_graph(2, 2, order="sample_major").astype(int).tolist()
     [[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]]
   """
-  n = _positive_int(n, "n")
-  v = _positive_int(v, "v")
-  if order not in _ORDERS:
-    raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
+  n = check_positive_int(n, "n")
+  v = check_positive_int(v, "v")
+  if order not in ORDERS:
+    raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
   # Built in numpy (n, v are static) and moved once: no per-shape compiles.
   rows_N = np.arange(n * v)
   if order == "view_major":
@@ -77,7 +87,7 @@ def views_graph(
     if not self_loops:
       keep = views != view_N[rows]
       rows, cols = rows[keep], cols[keep]
-    return _bcoo_from_numpy(np.ones(rows.shape), rows, cols, n * v, dtype)
+    return bcoo_from_coo(np.ones(rows.shape), rows, cols, n * v, dtype)
   related_NxN = sample_N[:, None] == sample_N[None, :]
   if not self_loops:
     related_NxN &= view_N[:, None] != view_N[None, :]

@@ -2,8 +2,8 @@
 
 Rows are samples. Each loss comes in two forms:
 
-* the graph form `loss(z, g, ...)` of the spectral-embedding notes (paper
-  001), where G says which rows are positives (see `ssljax.graphs`);
+* the graph form `loss(z, g, ...)` of Balestriero & LeCun 2022 (arXiv
+  2205.11508), where G says which rows are positives (see `ssljax.graphs`);
 * the two-view form `loss_two_view(z1, z2, ...)`, which reproduces the
   original paper and its official code exactly.
 

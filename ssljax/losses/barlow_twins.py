@@ -1,15 +1,20 @@
-"""Barlow Twins: graph form (001/002) and the official two-view form.
+"""Barlow Twins: graph form and the official two-view form.
 
 Rows are samples. The graph form `barlow_twins(z, g)` builds the
 cross-correlation C = ẐᵀGẐ of column-normalised embeddings over a graph G
 (`ssljax.graphs`); the two-view form `barlow_twins_two_view(z1, z2)`
-reproduces the official code (facebookresearch/barlowtwins, BarlowTwins.forward).
+reproduces the official code (facebookresearch/barlowtwins,
+BarlowTwins.forward).
 
-References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
-  001 Balestriero & LeCun 2022, spectral-embedding notes, §2 BarlowTwins
-  (errata 2-4 in FINDINGS (b)); 002 Cabannes et al. 2023, eq. (4),
-  Theorem 2 / App. B.2.4 (erratum 5). Zbontar et al., "Barlow Twins",
-  ICML 2021, arXiv:2103.03230, eq. (1)-(2) and Algorithm 1.
+References:
+  Balestriero & LeCun 2022, "Contrastive and Non-Contrastive Self-Supervised
+  Learning Recover Global and Local Spectral Embedding Methods", arXiv
+  2205.11508, §2 BarlowTwins (graph form and code; its off-diagonal term sums
+  C_{k,k'}², not the printed C_{k,k}²). Cabannes et al. 2023, "Active
+  Self-Supervised Learning: A Few Low-Cost Relationships Are All You Need",
+  arXiv 2303.15256, eq. (4), Theorem 2 / App. B.2.4 (which hold only for the
+  class-size normalised graph, see `barlow_twins_terms`). Zbontar et al.,
+  "Barlow Twins", ICML 2021, arXiv:2103.03230, eq. (1)-(2) and Algorithm 1.
 """
 
 from __future__ import annotations
@@ -19,9 +24,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from ssljax import graphs
-from ssljax.losses._checks import _as_float, _as_graph, _check_embeddings
-from ssljax.losses._checks import _check_eps, _graph_degree, _graph_matmul, _two_views
+from ssljax import checks, graphs
 
 __all__ = ["barlow_twins", "barlow_twins_terms", "barlow_twins_two_view",
            "barlow_twins_two_view_terms"]
@@ -56,38 +59,43 @@ def barlow_twins_terms(z, g, *, lambda_offdiag: float = 5e-3,
   with the column scale s_k chosen by `column_norm`:
 
   * "degree" (default): s_k = sqrt((ZᵀDZ)_kk) = sqrt(Σ_i d_i z_ik²), D =
-    diag(G1). This is what the 001 code computes from the pair lists
-    r, c = nonzero(G): X_left = Z[r] repeats row i d_i times, so its column
-    norms are sqrt(ZᵀDZ)_kk. For a d-regular G it gives C = Z̃ᵀ(G/d)Z̃ with
-    unit-norm columns Z̃ (for V views d = V − 1, FINDINGS (b) 001 erratum
-    4), so C_kk <= 1 for a 0/1 G and the target I is reachable.
-  * "unit": s_k = ‖Z_:k‖, i.e. C = Z̃ᵀGZ̃ literally (FINDINGS (a)
-    "BarlowTwins graph form"). Same as "degree" when G is 1-regular (the
-    2-view graph) or rows of G sum to 1 (`normalized_supervised_graph`).
+    diag(G1). This is what the Balestriero & LeCun 2022 code computes from the
+    pair lists r, c = nonzero(G): X_left = Z[r] repeats row i d_i times, so its
+    column norms are sqrt(ZᵀDZ)_kk. For a d-regular G it gives C = Z̃ᵀ(G/d)Z̃
+    with unit-norm columns Z̃ (for V views d = V − 1: the pair-list code of
+    Balestriero & LeCun 2022 §2 computes Z̃ᵀ(G/(V−1))Z̃, not the printed
+    Z̃ᵀGZ̃), so C_kk <= 1 for a 0/1 G and the target I is reachable.
+  * "unit": s_k = ‖Z_:k‖, i.e. C = Z̃ᵀGZ̃ literally, with Z̃ of
+    unit-norm columns over all N rows and no centring (Balestriero & LeCun 2022
+    §2). Same as "degree" when G is 1-regular (the 2-view graph) or rows of G
+    sum to 1 (`normalized_supervised_graph`).
 
   Under "unit", the un-normalised G = YYᵀ leaves loss Σ_c (N_c − 1)² at
   Z = Y, and the class-size normalised G_n = Y diag(1/N_c) Yᵀ
-  (`graphs.normalized_supervised_graph`) gives loss 0 at Z = YΛ (FINDINGS
-  (a) "002 optima", 002 erratum 5). Under "degree" both graphs give 0 at
-  Z = Y. The loss is invariant to a positive rescaling of each column of Z.
+  (`graphs.normalized_supervised_graph`) gives loss 0 at Z = YΛ (Cabannes et al.
+  2023 Theorem 2 and App. B.2.4 claim the minimum for the un-normalised G, where
+  Z = Y has loss Σ_c (N_c − 1)² instead). Under "degree" both graphs give 0 at Z
+  = Y. The loss is invariant to a positive rescaling of each column of Z.
 
   The squared scale is floored, s_k = sqrt(max(s_k², eps)), so a collapsed
-  (all-zero) column gives C = 0 there, not NaN (001 divides by
-  max(‖·‖, ε), FINDINGS (b) 001 erratum 3); with eps = 0 a zero scale is
-  replaced by 1, with the same result and a finite gradient. "degree" needs non-negative
-  degrees (not for signed graphs; use "unit" there).
+  (all-zero) column gives C = 0 there, not NaN (the code of Balestriero & LeCun
+  2022 divides by max(‖·‖, ε) per factor; its printed formula puts ε as /(‖·‖‖·‖
+  + ε)); with eps = 0 a zero scale is replaced by 1, with the same result and a
+  finite gradient. "degree" needs non-negative degrees (not for signed graphs;
+  use "unit" there).
 
   Args:
     z: (N, K) embeddings, float32 or float64 (ints promoted), N >= 2.
     g: (N, N) symmetric graph, dense or 2-D BCOO, any real dtype (cast to
       z's dtype); e.g. `graphs.views_graph(n, v)`.
-    lambda_offdiag: λ, weight of the off-diagonal term (002/001: 5e-3).
+    lambda_offdiag: λ, weight of the off-diagonal term (Cabannes et al. 2023;
+      Balestriero & LeCun 2022: 5e-3).
     column_norm: "degree" (default) or "unit", see above.
     eps: >= 0, floor on the squared column scale s_k².
 
   Returns:
     dict of 0-d arrays of z's dtype: "on_diagonal" Σ_k(1 − C_kk)²,
-    "off_diagonal" Σ_{k≠l} C_kl² (unweighted) and "loss".
+      "off_diagonal" Σ_{k≠l} C_kl² (unweighted) and "loss".
 
   Raises:
     ValueError: if z is not rank 2 with N >= 2, K >= 1; g is not (N, N);
@@ -95,9 +103,10 @@ def barlow_twins_terms(z, g, *, lambda_offdiag: float = 5e-3,
       NaN/inf or g is not symmetric within 1e-6.
 
   References:
-    001 §2 BarlowTwins code (X_left/X_right pair lists) and errata 2-4;
-    002 eq. (4); FINDINGS (a) "Graphs" (pair lists, degree normalisation),
-    "BarlowTwins graph form", "002 optima" BarlowTwins.
+    Balestriero & LeCun 2022 (arXiv 2205.11508) §2 BarlowTwins code: the
+    X_left/X_right pair lists r, c = nonzero(G) give Z_lᵀZ_r = ZᵀGZ, and for a
+    non-regular G each column is normalised by sqrt(diag(ZᵀDZ)). Cabannes et al.
+    2023 (arXiv 2303.15256) eq. (4), Theorem 2.
 
   Example:
     >>> from ssljax.graphs import views_graph
@@ -106,14 +115,14 @@ def barlow_twins_terms(z, g, *, lambda_offdiag: float = 5e-3,
     >>> [round(float(t[k]), 6) for k in ("on_diagonal", "off_diagonal", "loss")]
     [0.0, 0.0, 0.0]
   """
-  z_NxK = _as_float(z)
-  _check_embeddings(z_NxK, "z")
+  z_NxK = checks.as_float(z)
+  checks.check_embeddings(z_NxK, "z")
   graphs.validate_graph(g, z_NxK.shape[0], name="g")
   if column_norm not in _COLUMN_NORMS:
     raise ValueError(
         f"column_norm must be one of {_COLUMN_NORMS}, got {column_norm!r}")
-  _check_eps(eps)
-  return _barlow_graph_core(z_NxK, _as_graph(g), lambda_offdiag, eps,
+  checks.check_nonnegative(eps, "eps")
+  return _barlow_graph_core(z_NxK, graphs.as_graph(g), lambda_offdiag, eps,
                             column_norm == "degree")
 
 
@@ -121,7 +130,7 @@ def barlow_twins_terms(z, g, *, lambda_offdiag: float = 5e-3,
 def _barlow_graph_core(z_NxK, g_NxN, lambda_offdiag, eps, use_degree):
   dtype = z_NxK.dtype
   if use_degree:
-    d_N = _graph_degree(g_NxN, dtype)
+    d_N = graphs.degree(g_NxN, dtype=dtype)
     sq_scale_K = d_N @ (z_NxK**2)  # diag(ZᵀDZ)
   else:
     sq_scale_K = jnp.sum(z_NxK**2, axis=0)
@@ -131,7 +140,7 @@ def _barlow_graph_core(z_NxK, g_NxN, lambda_offdiag, eps, use_degree):
   # the inner where keeps the gradient of the sqrt finite too.
   scale_K = jnp.sqrt(jnp.where(sq_scale_K > 0, sq_scale_K, 1.0))
   zn_NxK = z_NxK / scale_K
-  c_KxK = zn_NxK.T @ _graph_matmul(g_NxN, zn_NxK)
+  c_KxK = zn_NxK.T @ graphs.graph_matmul(g_NxN, zn_NxK)
   return _redundancy_terms(c_KxK, lambda_offdiag)
 
 
@@ -148,21 +157,8 @@ def barlow_twins(z, g, *, lambda_offdiag: float = 5e-3,
   graph form penalises the symmetrised ((C + Cᵀ)/2)_kl² instead of C_kl²
   (see `barlow_twins_two_view_terms`).
 
-  Args:
-    z: (N, K) embeddings, float32 or float64, N >= 2.
-    g: (N, N) symmetric graph, dense or BCOO.
-    lambda_offdiag: λ, off-diagonal weight.
-    column_norm: "degree" (default) or "unit" (see `barlow_twins_terms`).
-    eps: >= 0, floor on the squared column scale.
-
-  Returns:
-    0-d array of z's dtype.
-
-  Raises:
-    ValueError: as `barlow_twins_terms`.
-
-  References:
-    001 §2 BarlowTwins; FINDINGS (a) "BarlowTwins graph form".
+  Arguments, errors and references: as `barlow_twins_terms`, which documents
+  them in full. Returns the 0-d "loss" entry, in z's dtype.
 
   Example:
     >>> from ssljax.graphs import normalized_supervised_graph
@@ -194,10 +190,10 @@ def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
   A column that is constant over the batch is zero after centring; with
   eps = 0 it is divided by 1 instead of 0, so its entries of C are 0, not
   NaN. C is not symmetric. With eps = 0 it is the cosine cross-correlation of
-  the column-centred views (FINDINGS (a): standard BT = cosine BT on
-  centred views), and the graph form `barlow_twins` on
-  concat([ẑ1, ẑ2]) with `views_graph(n, 2)` gives C_graph = (C + Cᵀ)/2:
-  the same on-diagonal term, off-diagonal Σ_{k≠l} ((C_kl + C_lk)/2)²
+  the column-centred views (standard BT, which standardises each view and
+  divides by N, equals cosine BT on column-centred views), and the graph form
+  `barlow_twins` on concat([ẑ1, ẑ2]) with `views_graph(n, 2)` gives C_graph = (C
+  + Cᵀ)/2: the same on-diagonal term, off-diagonal Σ_{k≠l} ((C_kl + C_lk)/2)²
   (equal iff C is symmetric; never larger).
 
   Args:
@@ -208,7 +204,7 @@ def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
 
   Returns:
     dict of 0-d arrays of the inputs' (promoted) dtype: "on_diagonal",
-    "off_diagonal" (unweighted) and "loss".
+      "off_diagonal" (unweighted) and "loss".
 
   Raises:
     ValueError: if z1 or z2 is not rank 2, the shapes differ, N < 2,
@@ -225,8 +221,8 @@ def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
     >>> [round(float(t[k]), 4) for k in ("on_diagonal", "off_diagonal")]
     [0.0, 0.0]
   """
-  z1_NxK, z2_NxK = _two_views(z1, z2)
-  _check_eps(eps)
+  z1_NxK, z2_NxK = checks.check_two_views(z1, z2)
+  checks.check_nonnegative(eps, "eps")
   return _barlow_two_view_core(z1_NxK, z2_NxK, lambda_offdiag, eps)
 
 
@@ -256,20 +252,8 @@ def barlow_twins_two_view(z1, z2, *, lambda_offdiag: float = 0.0051,
   loss = Σ_k (1 − C_kk)² + λ Σ_{k≠l} C_kl², C = bn(z1)ᵀ bn(z2) / N, with
   bn the per-feature batch standardisation (biased variance, eps 1e-5).
 
-  Args:
-    z1: (N, K) embeddings of view 1, N >= 2.
-    z2: (N, K) embeddings of view 2.
-    lambda_offdiag: λ (official 0.0051).
-    eps: >= 0, BatchNorm1d eps.
-
-  Returns:
-    0-d array of the inputs' dtype.
-
-  Raises:
-    ValueError: as `barlow_twins_two_view_terms`.
-
-  References:
-    Zbontar et al. 2021, arXiv:2103.03230, eq. (1); facebookresearch/barlowtwins.
+  Arguments, errors and references: as `barlow_twins_two_view_terms`, which
+  documents them in full. Returns the 0-d "loss" entry, in z1's dtype.
 
   Example:
     >>> z1 = jnp.array([[1., 0.], [0., 1.], [-1., 0.], [0., -1.]])

@@ -1,7 +1,8 @@
 """Unbiased edge-minibatch estimate of VIC² ‖ZZᵀ − G‖² over a whole dataset.
 
-The full-graph loss, in the degree-corrected pairwise form of FINDINGS (a)
-"002 / 001 losses" (`ssljax.pal.minibatch.vic2_pair_terms`),
+The full-graph loss, in the degree-corrected pairwise form Σ_ij [G_ij‖z_i −
+z_j‖² + (z_iᵀz_j)² − (d_i‖z_i‖² + d_j‖z_j‖²)/N] = ‖ZZᵀ − G‖² − ‖G‖²
+(`ssljax.losses.pairwise.vic2_pair_terms`),
 
     ‖ZZᵀ − G‖² − ‖G‖² = Σ_ij G_ij‖z_i − z_j‖² + Σ_ij f_ij,
     f_ij = (z_iᵀz_j)² − (d_i‖z_i‖² + d_j‖z_j‖²)/N,
@@ -23,8 +24,10 @@ loss is O(1). Unbiased only if every row with an edge can be drawn (q > 0),
 which holds by construction.
 
 References:
-  002 Algorithm 1, eqs. (9)–(11) and App. B.1.1 (corrected by FINDINGS (b)
-  002 erratum 4); FINDINGS (a) "002 / 001 losses".
+  Cabannes et al. 2023, "Active Self-Supervised Learning: A Few Low-Cost
+  Relationships Are All You Need", arXiv 2303.15256, Algorithm 1, eqs. (9)–(11)
+  and App. B.1.1. Eqs. (9)–(10) equal ‖ZZᵀ − G‖² + const only when every degree
+  is N; the degree-corrected form above holds for any G.
 """
 
 from __future__ import annotations
@@ -32,15 +35,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ssljax import graphs
-from ssljax.losses._checks import _as_float
-from ssljax.pal.minibatch import pal_minibatch_loss
+from ssljax import checks, graphs
+from ssljax.losses.pairwise import pal_minibatch_loss
 
 __all__ = ["edge_vic2_terms"]
 
 
 def _check(z, info):
-  z_2xBxK = _as_float(z)  # ints promoted: info is cast to z's dtype
+  z_2xBxK = checks.as_float(z)  # ints promoted: info is cast to z's dtype
   info_3x2xB = jnp.asarray(info, z_2xBxK.dtype)
   if z_2xBxK.ndim != 3 or z_2xBxK.shape[0] != 2 or z_2xBxK.shape[1] < 2:
     raise ValueError(f"z must be (2, B, K) with B >= 2 (the two endpoints of "
@@ -48,8 +50,8 @@ def _check(z, info):
   if info_3x2xB.shape != (3, 2, z_2xBxK.shape[1]):
     raise ValueError(f"info must be (3, 2, B) = (3, 2, {z_2xBxK.shape[1]}), "
                      f"got {info_3x2xB.shape}")
-  graphs._check_finite(z_2xBxK, "z")  # pylint: disable=protected-access
-  graphs._check_finite(info_3x2xB, "info")  # pylint: disable=protected-access
+  checks.check_finite(z_2xBxK, "z")
+  checks.check_finite(info_3x2xB, "info")
   return z_2xBxK, info_3x2xB
 
 
@@ -60,21 +62,23 @@ def edge_vic2_terms(z, info) -> dict[str, jax.Array]:
     z: (2, B, K) float embeddings (ints are promoted); z[0, b], z[1, b] are
       the endpoints i_b, j_b of edge b.
     info: (3, 2, B) float weights from `ssljax.data.edge_batches` (with_info):
-      [0] d/N: full-graph degree of each endpoint over N, [1] 1/(N q) of each endpoint,
+      [0] d/N: full-graph degree of each endpoint over N, [1] 1/(N q) of
+      each endpoint,
       [2] G_e/(N² p_e) of each edge (repeated over the two endpoints).
 
   Returns:
     dict with "loss" = "attraction" + "repulsion" (scalars, z's dtype). Its
-    expectation over the edge draws is exactly
-    (‖ZZᵀ − G‖² − ‖G‖²)/N² for the full graph G (tests/test_edge_graphs.py
-    checks this by enumeration on a small graph).
+      expectation over the edge draws is exactly (‖ZZᵀ − G‖² − ‖G‖²)/N² for the
+      full graph G (tests/test_edge_graphs.py checks this by enumeration on a
+      small graph).
 
   Raises:
     ValueError: if the shapes of z and info disagree, B < 2, or (concrete
       inputs only) z or info has NaN/inf.
 
   References:
-    FINDINGS (a) "002 / 001 losses"; 002 Algorithm 1.
+    Cabannes et al. 2023, arXiv 2303.15256, Algorithm 1 and eqs. (9)–(11), in
+    the degree-corrected form of the module docstring.
   """
   z_2xBxK, info_3x2xB = _check(z, info)
   b = z_2xBxK.shape[1]

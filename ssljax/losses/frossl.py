@@ -1,15 +1,18 @@
 """FroSSL (Skean et al.): log-Frobenius variance term + invariance, V views.
 
 The loss is the one of the authors' released code (solo-learn `frossl`), not
-eq. (6) of paper 004 applied to raw embeddings: eq. (6) alone is unbounded
-below (FINDINGS "FroSSL"), the released code is bounded because it
+eq. (6) of Skean et al. 2023 applied to raw embeddings: eq. (6) alone is
+unbounded below (Z → 0 gives −∞), the released code is bounded because it
 normalises first. `frossl_terms` states the exact relation.
 
-References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
-  004 Skean et al., "FroSSL: Frobenius Norm Minimization for Self-Supervised
-  Learning", arXiv:2310.02903, eqs. (4)-(6), App. A; FINDINGS (a) "FroSSL"
-  and (b) 004 errata 1-2. Official code: github.com/OFSkean/FroSSL, ported
-  to solo-learn (`solo/losses/frossl.py`, `frossl_loss_func`).
+References:
+  Skean, Dhakal, Jacobs & Sanchez Giraldo 2023, "FroSSL: Frobenius Norm
+  Minimization for Self-Supervised Learning", arXiv:2310.02903, eqs. (4)-(6),
+  App. A. Eq. (6) must be applied to normalised embeddings (App. A: centre, then
+  one global rescale to ‖Z‖_F² = d); the App. A pseudocode computes ½·(log terms
+  of eq. (6)) + (1/d)·(invariance of eq. (6)). Official code:
+  github.com/OFSkean/FroSSL, ported to solo-learn (`solo/losses/frossl.py`,
+  `frossl_loss_func`).
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ssljax import graphs
-from ssljax.losses._checks import _as_float, _check_matrix, _check_same_shape
+from ssljax import checks, graphs
 
 __all__ = ["frossl", "frossl_terms"]
 
@@ -32,17 +34,17 @@ _NORM_FLOOR = 1e-12
 def _stack_views(views) -> jax.Array:
   """Checks `views` and returns them stacked as a (V, N, K) float array."""
   if isinstance(views, (list, tuple)):
-    arrays = [_as_float(v) for v in views]
+    arrays = [checks.as_float(v) for v in views]
     if len(arrays) < 2:
       raise ValueError(
           f"views must hold V >= 2 views, got {len(arrays)} (a {type(views).__name__}"
           " of (N, K) arrays)")
     for i, z in enumerate(arrays):
-      _check_matrix(z, f"views[{i}]")
-      _check_same_shape(arrays[0], z, "views[0]", f"views[{i}]")
+      checks.check_matrix(z, f"views[{i}]")
+      checks.check_same_shape(arrays[0], z, "views[0]", f"views[{i}]")
     dtype = jnp.result_type(*arrays)
     return jnp.stack([z.astype(dtype) for z in arrays])
-  z_VxNxK = _as_float(views)
+  z_VxNxK = checks.as_float(views)
   if z_VxNxK.ndim != 3:
     raise ValueError(
         "views must be a (V, N, K) array or a list/tuple of (N, K) arrays, got"
@@ -55,7 +57,7 @@ def _stack_views(views) -> jax.Array:
     raise ValueError(
         f"views must have N >= 1 rows and K >= 1 columns, got shape"
         f" {z_VxNxK.shape}")
-  graphs._check_finite(z_VxNxK, "views")  # pylint: disable=protected-access
+  checks.check_finite(z_VxNxK, "views")
   return z_VxNxK
 
 
@@ -81,27 +83,28 @@ def frossl_terms(
   tr(C_v) = K identically, so this changes neither the value nor the exact
   gradient.
 
-  Relation to 004 eq. (6), log‖Z1ᵀZ1‖_F² + log‖Z2ᵀZ2‖_F² +
-  (1/N)Σ_i‖z1_i − z2_i‖²: for V = 2 and invariance_weight = 1, with
-  ū − u_v = ±(u1 − u2)/2,
+  Relation to Skean et al. 2023 eq. (6), log‖Z1ᵀZ1‖_F² + log‖Z2ᵀZ2‖_F² +
+  (1/N)Σ_i‖z1_i − z2_i‖²: for V = 2 and invariance_weight = 1, with ū − u_v =
+  ±(u1 − u2)/2,
 
       loss = eq. (6) evaluated at (u1, u2) − 4·log K,
 
   i.e. eq. (6) on the column-normalised views, up to a constant (for V
   views the constant is −2V·log K). eq. (6) on the raw Z is unbounded below:
-  Z → 0 sends log‖ZᵀZ‖_F² → −∞ while the MSE → 0 (FINDINGS "FroSSL"; 004
-  erratum 1). After normalisation ‖C‖_F² >= tr(C)²/rank(C), so each log term
-  is >= −log min(N, K) and the loss is >= −V·log min(N, K), with equality
-  for identical views with orthogonal columns (N >= K) or orthogonal rows of
-  equal norm (N <= K). Note the released code's normalisation (per column,
-  no centring) differs from the 004 App. A pseudocode (centre, one global
-  rescale to ‖Z‖_F² = K), which FINDINGS uses; both make the loss
-  invariant to scaling Z, and the released one also to scaling each column.
-  Here each view is first divided by its largest |entry| (exact, by that
-  invariance), so the 1e-12 norm floor of F.normalize only acts on columns
-  that are zero relative to the view, and tiny views do not underflow.
-  The App. A pseudocode also halves the log terms and divides the invariance
-  by K (004 erratum 2); this function follows the released code.
+  Z → 0 sends log‖ZᵀZ‖_F² → −∞ while the MSE → 0 (Skean et al. 2023 eq. (6) also
+  writes 1/N for a sum over n). After normalisation ‖C‖_F² >= tr(C)²/rank(C), so
+  each log term is >= −log min(N, K) and the loss is >= −V·log min(N, K), with
+  equality for identical views with orthogonal columns (N >= K) or orthogonal
+  rows of equal norm (N <= K). Note the released code's normalisation (per
+  column, no centring) differs from the Skean et al. 2023 App. A pseudocode
+  (centre, one global rescale to ‖Z‖_F² = K), used for the closed forms of the
+  tests; both make the loss invariant to scaling Z, and the released one also to
+  scaling each column. Here each view is first divided by its largest |entry|
+  (exact, by that invariance), so the 1e-12 norm floor of F.normalize only acts
+  on columns that are zero relative to the view, and tiny views do not
+  underflow. The App. A pseudocode also halves the log terms and divides the
+  invariance by K (½ and 1/K of eq. (6)); this function follows the released
+  code.
 
   Args:
     views: V >= 2 views, each (N, K) with row i of every view from the same
@@ -110,8 +113,8 @@ def frossl_terms(
     invariance_weight: weight of the invariance term (official default 1).
 
   Returns:
-    dict with 0-d arrays of the views' dtype: "regularization",
-    "invariance" (unweighted) and "loss".
+    dict with 0-d arrays of the views' dtype: "regularization", "invariance"
+      (unweighted) and "loss".
 
   Raises:
     ValueError: if fewer than 2 views are given, a view is not rank 2 or the
@@ -120,8 +123,9 @@ def frossl_terms(
       0/0; under jit such a view gives NaN).
 
   References:
-    004 eqs. (4)-(6), §3.1, App. A; FINDINGS (a) "FroSSL", (b) 004 errata 1-2.
-    Official code: github.com/OFSkean/FroSSL; solo-learn
+    Skean et al. 2023, arXiv:2310.02903, eqs. (4)-(6), §3.1, App. A (the
+    pseudocode's log‖·‖ is ½ of eq. (6)'s log‖·‖², its MSELoss 1/d of eq. (6)'s
+    invariance). Official code: github.com/OFSkean/FroSSL; solo-learn
     `solo/losses/frossl.py` (`frossl_loss_func`).
 
   Example:
@@ -138,7 +142,7 @@ def frossl_terms(
 
 def _check_no_zero_view(z_VxNxK) -> None:
   """A concrete all-zero view has C_v = 0: ‖C_v / tr C_v‖ is 0/0."""
-  if graphs._is_concrete(z_VxNxK):  # pylint: disable=protected-access
+  if checks.is_concrete(z_VxNxK):
     zero_V = ~np.asarray(jnp.any(z_VxNxK != 0, axis=(1, 2)))
     if zero_V.any():
       raise ValueError(
@@ -188,21 +192,12 @@ def frossl(views, *, invariance_weight: float = 1.0) -> jax.Array:
       loss = Σ_v [2·log‖C_v / tr(C_v)‖_F
                   + invariance_weight·V·K·mean((u_v − ū)²)].
 
-  For V = 2 this is 004 eq. (6) on the column-normalised views minus
-  4·log K; eq. (6) on raw embeddings is unbounded below. See `frossl_terms`.
+  For V = 2 this is Skean et al. 2023 eq. (6) on the column-normalised views
+  minus 4·log K; eq. (6) on raw embeddings is unbounded below. See
+  `frossl_terms`.
 
-  Args:
-    views: list/tuple of V >= 2 (N, K) arrays, or a (V, N, K) array.
-    invariance_weight: weight of the invariance term (default 1).
-
-  Returns:
-    0-d array of the views' dtype.
-
-  Raises:
-    ValueError: as `frossl_terms`.
-
-  References:
-    004 eq. (6) and App. A; FINDINGS "FroSSL"; solo-learn `frossl_loss_func`.
+  Arguments, errors and references: as `frossl_terms`, which documents them in
+  full. Returns the 0-d "loss" entry, in the views' dtype.
 
   Example:
     >>> z = jnp.eye(4, 2) * jnp.array([3., 5.])

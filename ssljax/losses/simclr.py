@@ -1,8 +1,9 @@
-"""SimCLR / InfoNCE: graph form (001) and two-view NT-Xent (Chen et al. 2020).
+"""SimCLR / InfoNCE: graph form and two-view NT-Xent (Chen et al. 2020).
 
 Rows are samples. The graph form `simclr(z, g)` weighs the InfoNCE log-term
 of every pair (i, j) by G_ij; on the two-view graph it is exactly NT-Xent,
-`simclr_two_view(z1, z2)` (FINDINGS (a) "SimCLR graph form").
+`simclr_two_view(z1, z2)` (dividing the graph form by Σ G_ij gives exactly
+NT-Xent on the view-major two-view G).
 
 Both forms take `block_size`: None computes the (N, N) cosine-similarity
 matrix at once; an int B computes the row log-sum-exps over blocks of B
@@ -10,28 +11,29 @@ rows inside `lax.map`, with each block under `jax.checkpoint`, so neither
 the forward nor the backward pass holds more than a (B, N) block of
 similarities: memory O(N·B) instead of O(N²), same value and gradient.
 
-References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
-  001 Balestriero & LeCun 2022, spectral-embedding notes, §2 SimCLR (graph
-  form and code); 002 eq. (3) is garbled and its App. C.1 code masks the
-  diagonal wrongly (FINDINGS (b) 002 errata 2 and 7).
-  Chen, Kornblith, Norouzi & Hinton, "A Simple Framework for Contrastive
-  Learning of Visual Representations", ICML 2020, arXiv:2002.05709, eq. (1)
-  (NT-Xent); official code github.com/google-research/simclr
-  (`objective.py`, `add_contrastive_loss`).
+References:
+  Balestriero & LeCun 2022, "Contrastive and Non-Contrastive Self-Supervised
+  Learning Recover Global and Local Spectral Embedding Methods", arXiv
+  2205.11508, §2 SimCLR (graph form and code). Cabannes et al. 2023, arXiv
+  2303.15256: eq. (3) is garbled (the log must sit inside Σ_i and the cross-view
+  positive belongs in the denominator) and its App. C.1 code masks the diagonal
+  with `logsumexp(cosim * mask)`, which leaves exp(0) = 1 for the self term; the
+  mask must set the diagonal logit to −inf. Chen, Kornblith, Norouzi & Hinton,
+  "A Simple Framework for Contrastive Learning of Visual Representations", ICML
+  2020, arXiv:2002.05709, eq. (1) (NT-Xent); official code
+  github.com/google-research/simclr (`objective.py`, `add_contrastive_loss`).
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 
 import jax
 from jax import lax
 import jax.numpy as jnp
-import numpy as np
 
-from ssljax import graphs
-from ssljax.losses._checks import (_as_float, _check_block_size, _check_matrix,
-                                   _check_positive, _check_same_shape)
+from ssljax import checks, graphs
 
 __all__ = ["simclr", "simclr_terms", "simclr_two_view", "simclr_two_view_terms"]
 
@@ -46,10 +48,21 @@ _MIN_ROWS_WHY = "(every row needs another row in its softmax)"
 # ---------------------------------------------------------------------------
 
 
-def _unit_rows(z_NxK: jax.Array) -> jax.Array:
-  # max inside the sqrt: the gradient stays finite at a zero row.
-  sq_norms_Nx1 = jnp.sum(z_NxK**2, axis=1, keepdims=True)
-  return z_NxK / jnp.sqrt(jnp.maximum(sq_norms_Nx1, _NORM_FLOOR**2))
+def _check_block_size(block_size) -> int | None:
+  """None or an int >= 1 (static: it fixes the shapes of the blocks)."""
+  if block_size is None:
+    return None
+  if isinstance(block_size, bool):
+    raise ValueError(
+        f"block_size must be None or an int >= 1, got {block_size!r}")
+  try:
+    b = operator.index(block_size)
+  except TypeError:
+    raise ValueError(
+        f"block_size must be None or an int >= 1, got {block_size!r}") from None
+  if b < 1:
+    raise ValueError(f"block_size must be None or an int >= 1, got {b}")
+  return b
 
 
 def _masked_logits(u_BxK, u_NxK, rows_B, inv_tau):
@@ -102,7 +115,7 @@ def _offdiag_edges(g):
 
 
 # ---------------------------------------------------------------------------
-# Graph form (001).
+# Graph form (Balestriero & LeCun 2022).
 # ---------------------------------------------------------------------------
 
 
@@ -113,7 +126,7 @@ def simclr_terms(
     temperature: float = 0.5,
     block_size: int | None = None,
 ) -> dict[str, jax.Array]:
-  """InfoNCE over a graph (001): the two parts of the loss and their sum.
+  """InfoNCE over a graph: the two parts of the loss and their sum.
 
   With cosine similarities s_ij = z_iᵀz_j/(‖z_i‖‖z_j‖), τ = temperature,
   lse_i = log Σ_{k≠i} exp(s_ik/τ) and the off-diagonal degrees
@@ -127,8 +140,8 @@ def simclr_terms(
   The softmax of row i excludes k = i, so a self pair can never be a
   positive: the diagonal of G is ignored (a graph with self loops gives the
   same loss as without). With the two-view graph `views_graph(n, 2)` this
-  is NT-Xent, `simclr_two_view` (FINDINGS (a) "SimCLR graph form"; the 001
-  code sums instead of dividing by Σ G_ij).
+  is NT-Xent, `simclr_two_view` (Balestriero & LeCun 2022 §2; their code sums
+  instead of dividing by Σ G_ij).
 
   For a BCOO g the positive part is a sum over the stored edges,
   Σ_e G_e(s_{i_e j_e}/τ − lse_{i_e}), in O(nnz·K) memory; the lse_i are
@@ -156,8 +169,10 @@ def simclr_terms(
       NaN/inf, g is not symmetric within 1e-6, or Σ_{i≠j} G_ij <= 0.
 
   References:
-    001 §2 SimCLR; FINDINGS (a) "SimCLR graph form", (b) 002 errata 2, 7.
-    Chen et al. 2020, arXiv:2002.05709, eq. (1).
+    Balestriero & LeCun 2022, arXiv 2205.11508, §2 SimCLR: −Σ G_ij log
+    softmax_{k≠i}(s_ik/τ)_j, G with zero diagonal. Cabannes et al. 2023, arXiv
+    2303.15256, eq. (3) and App. C.1 (garbled; see the module docstring). Chen
+    et al. 2020, arXiv:2002.05709, eq. (1).
 
   Example:
     >>> from ssljax.graphs import views_graph
@@ -166,11 +181,11 @@ def simclr_terms(
     >>> [round(float(t[k]), 4) for k in ("positive", "logsumexp", "loss")]
     [-1.0, 1.5514, 0.5514]
   """
-  z_NxK = _as_float(z)
-  _check_matrix(z_NxK, "z", min_rows=2, why=_MIN_ROWS_WHY)
+  z_NxK = checks.as_float(z)
+  checks.check_matrix(z_NxK, "z", min_rows=2, why=_MIN_ROWS_WHY)
   n = z_NxK.shape[0]
   graphs.validate_graph(g, n, name="g")
-  _check_positive(temperature, "temperature")
+  checks.check_positive(temperature, "temperature")
   block_size = _dense_if_one_block(_check_block_size(block_size), n)
   if graphs.is_bcoo(g):
     _check_total_weight_bcoo(g)
@@ -188,18 +203,22 @@ def _raise_total_weight(total: float) -> None:
 
 
 def _check_total_weight_dense(g_NxN) -> None:
-  if graphs._is_concrete(g_NxN):  # pylint: disable=protected-access
-    g_np = np.asarray(jax.device_get(g_NxN)).astype(np.float64)
-    _raise_total_weight(float(g_np.sum() - np.trace(g_np)))
+  """Σ_{i≠j} G_ij > 0, reduced on g's device (one scalar to the host)."""
+  if checks.is_concrete(g_NxN):
+    with jax.ensure_compile_time_eval():  # also when called while tracing
+      total = float(jnp.sum(g_NxN) - jnp.trace(g_NxN))
+    _raise_total_weight(total)
 
 
 def _check_total_weight_bcoo(g) -> None:
-  if graphs._is_concrete(g):  # pylint: disable=protected-access
+  """As `_check_total_weight_dense` over the stored off-diagonal entries."""
+  if checks.is_concrete(g):
     n = g.shape[0]
-    data = np.asarray(jax.device_get(g.data)).astype(np.float64)
-    rows, cols = np.asarray(jax.device_get(g.indices)).T
-    keep = (rows < n) & (cols < n) & (rows != cols)
-    _raise_total_weight(float(data[keep].sum()))
+    with jax.ensure_compile_time_eval():  # also when called while tracing
+      rows, cols = g.indices[:, 0], g.indices[:, 1]
+      keep = (rows < n) & (cols < n) & (rows != cols)
+      total = float(jnp.sum(jnp.where(keep, g.data, 0)))
+    _raise_total_weight(total)
 
 
 def _finish(pos_sum, lse_weighted_sum, total):
@@ -215,11 +234,12 @@ def _simclr_dense_core(z_NxK, g_NxN, temperature, *, block_size):
   dtype = z_NxK.dtype
   inv_tau = 1.0 / jnp.asarray(temperature, dtype)
   g_NxN = g_NxN.astype(dtype)
-  u_NxK = _unit_rows(z_NxK)
+  u_NxK = checks.unit_rows(z_NxK, floor=_NORM_FLOOR)
   lse_N = _row_logsumexp(u_NxK, inv_tau, block_size)
   # The diagonal is subtracted, not masked, so that no (N, N) array other
   # than g itself is built: d_i = Σ_{j≠i} G_ij and
-  # Σ_{i≠j} G_ij u_iᵀu_j = Tr(uᵀGu) − Σ_i G_ii‖u_i‖² (one (N, N)·(N, K) product).
+  # Σ_{i≠j} G_ij u_iᵀu_j = Tr(uᵀGu) − Σ_i G_ii‖u_i‖² (one (N, N)·(N, K)
+  # product).
   g_diag_N = jnp.diagonal(g_NxN)
   d_N = jnp.sum(g_NxN, axis=1) - g_diag_N
   sq_norms_N = jnp.sum(u_NxK**2, axis=1)
@@ -233,7 +253,7 @@ def _simclr_bcoo_core(z_NxK, g, temperature, *, block_size):
   """Graph form with a BCOO g: sums over the stored edges."""
   dtype = z_NxK.dtype
   inv_tau = 1.0 / jnp.asarray(temperature, dtype)
-  u_NxK = _unit_rows(z_NxK)
+  u_NxK = checks.unit_rows(z_NxK, floor=_NORM_FLOOR)
   lse_N = _row_logsumexp(u_NxK, inv_tau, block_size)
   rows_E, cols_E, w_E = _offdiag_edges(g)
   w_E = w_E.astype(dtype)
@@ -248,28 +268,15 @@ def simclr(
     temperature: float = 0.5,
     block_size: int | None = None,
 ) -> jax.Array:
-  """InfoNCE loss over a graph (001); `simclr_terms(...)["loss"]`.
+  """InfoNCE loss over a graph; `simclr_terms(...)["loss"]`.
 
   loss = −Σ_{i≠j} G_ij log softmax_{k≠i}(s_ik/τ)_j / Σ_{i≠j} G_ij,
   s = cosine similarity of the rows of z. On `views_graph(n, 2)` with
   z = concat([z1, z2]) it equals `simclr_two_view(z1, z2)` (NT-Xent).
   See `simclr_terms`.
 
-  Args:
-    z: (N, K) embeddings, float32 or float64, N >= 2.
-    g: (N, N) symmetric graph, dense or 2-D BCOO; its diagonal is ignored.
-    temperature: τ > 0.
-    block_size: None or an int B >= 1 (blockwise, memory O(N·B)).
-
-  Returns:
-    0-d array of z's dtype.
-
-  Raises:
-    ValueError: as `simclr_terms`.
-
-  References:
-    001 §2 SimCLR; FINDINGS (a) "SimCLR graph form"; Chen et al. 2020,
-    arXiv:2002.05709, eq. (1).
+  Arguments, errors and references: as `simclr_terms`, which documents them in
+  full. Returns the 0-d "loss" entry, in z's dtype.
 
   Example:
     >>> from ssljax.graphs import views_graph
@@ -320,7 +327,7 @@ def simclr_two_view_terms(
 
   Returns:
     dict with 0-d arrays of the inputs' (promoted) dtype: "positive",
-    "logsumexp" and "loss".
+      "logsumexp" and "loss".
 
   Raises:
     ValueError: if z1 or z2 is not rank 2, the shapes differ, temperature
@@ -329,8 +336,8 @@ def simclr_two_view_terms(
 
   References:
     Chen et al., ICML 2020, arXiv:2002.05709, eq. (1) and Algorithm 1;
-    github.com/google-research/simclr `objective.py`. Graph form: 001 §2,
-    FINDINGS (a) "SimCLR graph form".
+    github.com/google-research/simclr `objective.py`. Graph form: Balestriero &
+    LeCun 2022, arXiv 2205.11508, §2.
 
   Example:
     >>> z1 = jnp.array([[1., 0.], [0., 1.]])
@@ -338,12 +345,12 @@ def simclr_two_view_terms(
     >>> round(float(t["loss"]), 4)
     0.5514
   """
-  z1_NxK = _as_float(z1)
-  z2_NxK = _as_float(z2)
-  _check_matrix(z1_NxK, "z1")
-  _check_same_shape(z1_NxK, z2_NxK, "z1", "z2")
-  _check_matrix(z2_NxK, "z2")
-  _check_positive(temperature, "temperature")
+  z1_NxK = checks.as_float(z1)
+  z2_NxK = checks.as_float(z2)
+  checks.check_matrix(z1_NxK, "z1")
+  checks.check_same_shape(z1_NxK, z2_NxK, "z1", "z2")
+  checks.check_matrix(z2_NxK, "z2")
+  checks.check_positive(temperature, "temperature")
   block_size = _dense_if_one_block(_check_block_size(block_size),
                                   2 * z1_NxK.shape[0])
   return _simclr_two_view_core(z1_NxK, z2_NxK, temperature,
@@ -355,8 +362,8 @@ def _simclr_two_view_core(z1_NxK, z2_NxK, temperature, *, block_size):
   """NT-Xent on validated inputs: one positive per anchor, no G."""
   dtype = jnp.result_type(z1_NxK, z2_NxK)
   inv_tau = 1.0 / jnp.asarray(temperature, dtype)
-  u1_NxK = _unit_rows(z1_NxK.astype(dtype))
-  u2_NxK = _unit_rows(z2_NxK.astype(dtype))
+  u1_NxK = checks.unit_rows(z1_NxK.astype(dtype), floor=_NORM_FLOOR)
+  u2_NxK = checks.unit_rows(z2_NxK.astype(dtype), floor=_NORM_FLOOR)
   lse_2N = _row_logsumexp(jnp.concatenate([u1_NxK, u2_NxK]), inv_tau,
                           block_size)
   positive = -jnp.mean(jnp.sum(u1_NxK * u2_NxK, axis=1)) * inv_tau
@@ -378,20 +385,8 @@ def simclr_two_view(
   over the 2N rows of concat([z1, z2]), s = cosine similarity, p(i) the
   other view of row i. Equal to `simclr` on `views_graph(N, 2)`.
 
-  Args:
-    z1: (N, K) embeddings of view 1, float32 or float64.
-    z2: (N, K) embeddings of view 2.
-    temperature: τ > 0.
-    block_size: None or an int B >= 1 (blockwise, memory O(N·B)).
-
-  Returns:
-    0-d array of the inputs' dtype.
-
-  Raises:
-    ValueError: as `simclr_two_view_terms`.
-
-  References:
-    Chen et al. 2020, arXiv:2002.05709, eq. (1); google-research/simclr.
+  Arguments, errors and references: as `simclr_two_view_terms`, which
+  documents them in full. Returns the 0-d "loss" entry, in z1's dtype.
 
   Example:
     >>> z1 = jnp.array([[1., 0.], [0., 1.]])

@@ -1,15 +1,17 @@
-"""Spectral contrastive loss: graph form VIC² (002) and two-view form (HaoChen).
+"""Spectral contrastive loss: graph form VIC² and two-view form (HaoChen).
 
 Rows are samples. The graph form `spectral_contrastive(z, g)` is
-‖ZZᵀ − G‖²_F, the "VIC²" loss of 002 Theorem 1, computed without the (N, N)
-matrix ZZᵀ. The two-view form `spectral_contrastive_two_view(z1, z2)` is the
-mini-batch estimator of HaoChen et al. 2021, in the form fixed by FINDINGS
-(b) 002 erratum 3.
+‖ZZᵀ − G‖²_F, the "VIC²" loss of Cabannes et al. 2023 Theorem 1, computed
+without the (N, N) matrix ZZᵀ. The two-view form
+`spectral_contrastive_two_view(z1, z2)` is the mini-batch estimator of HaoChen
+et al. 2021, −(2/N)Σ z₁ᵢᵀz₂ᵢ + (1/(N(N−1)))Σ_{i≠j}(z₁ᵢᵀz₂ⱼ)² (Cabannes et al.
+2023 eq. (5) mixes a sum in the first term with a 1/N in the second).
 
-References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
-  002 Cabannes et al. 2023 (PAL), Theorem 1, eq. (5), App. B.1.1.
-  HaoChen, Wei, Gaidon & Ma, "Provable guarantees for self-supervised deep
-  learning with spectral contrastive loss", NeurIPS 2021, arXiv:2106.04156.
+References:
+  Cabannes et al. 2023, "Active Self-Supervised Learning: A Few Low-Cost
+  Relationships Are All You Need", arXiv 2303.15256, Theorem 1, eq. (5), App.
+  B.1.1. HaoChen, Wei, Gaidon & Ma, "Provable guarantees for self-supervised
+  deep learning with spectral contrastive loss", NeurIPS 2021, arXiv:2106.04156.
 """
 
 from __future__ import annotations
@@ -17,10 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ssljax import graphs
-from ssljax.losses._checks import _as_float, _as_graph, _check_embeddings
-from ssljax.losses._checks import (_graph_quadratic, _graph_sq_norm,
-                                   _two_views)
+from ssljax import checks, graphs
 
 __all__ = ["spectral_contrastive", "spectral_contrastive_terms",
            "spectral_contrastive_two_view"]
@@ -32,7 +31,7 @@ __all__ = ["spectral_contrastive", "spectral_contrastive_terms",
 
 
 def spectral_contrastive_terms(z, g) -> dict[str, jax.Array]:
-  """VIC² ‖ZZᵀ − G‖²_F (002 Thm 1) and its three trace terms.
+  """VIC² ‖ZZᵀ − G‖²_F (Cabannes et al. 2023 Thm 1) and its three trace terms.
 
   Expanding the square (G symmetric),
 
@@ -50,8 +49,8 @@ def spectral_contrastive_terms(z, g) -> dict[str, jax.Array]:
   resolved below that level. The gradient 4(Z(ZᵀZ) − GZ) involves no ‖G‖²
   and only cancels like the direct form 4(ZZᵀ − G)Z does.
 
-  Relation to VICReg with a squared variance (FINDINGS (a) 002/001 losses):
-  ‖ZᵀZ − NI_K‖² + 2Tr(Zᵀ(NI_N − G)Z) = ‖ZZᵀ − G‖² + N²K − ‖G‖².
+  Relation to VICReg with a squared variance (exact identity): ‖ZᵀZ − NI_K‖² +
+  2Tr(Zᵀ(NI_N − G)Z) = ‖ZZᵀ − G‖² + N²K − ‖G‖².
 
   Args:
     z: (N, K) embeddings, float32 or float64 (ints are promoted), N >= 2.
@@ -59,9 +58,9 @@ def spectral_contrastive_terms(z, g) -> dict[str, jax.Array]:
       z's dtype); e.g. `graphs.supervised_graph(labels)` or `views_graph`.
 
   Returns:
-    dict of 0-d arrays of z's dtype: "gram" = ‖ZᵀZ‖², "alignment" =
-    Tr(ZᵀGZ) = Σ_ij G_ij z_iᵀz_j, "graph" = ‖G‖² (constant in Z), and
-    "loss" = gram − 2·alignment + graph.
+    dict of 0-d arrays of z's dtype: "gram" = ‖ZᵀZ‖², "alignment" = Tr(ZᵀGZ) =
+      Σ_ij G_ij z_iᵀz_j, "graph" = ‖G‖² (constant in Z), and "loss" = gram −
+      2·alignment + graph.
 
   Raises:
     ValueError: if z is not rank 2 with N >= 2 and K >= 1, g is not (N, N)
@@ -69,8 +68,9 @@ def spectral_contrastive_terms(z, g) -> dict[str, jax.Array]:
       has NaN/inf or g is not symmetric within 1e-6.
 
   References:
-    002 Theorem 1 (VIC² = ‖ZZᵀ − G‖²), App. B.1.1 with FINDINGS (b) 002
-    erratum 4; FINDINGS (a) "002 / 001 losses" (pairwise forms).
+    Cabannes et al. 2023, arXiv 2303.15256, Theorem 1 (VIC² = ‖ZZᵀ − G‖²) and
+    App. B.1.1, whose "+N³" is +N²K and whose ‖ZᵀZ − NI_N‖ is ‖ZᵀZ − NI_K‖.
+    Pairwise form: ‖ZZᵀ − G‖² − ‖G‖² = Σ_ij [−2G_ij z_iᵀz_j + (z_iᵀz_j)²].
 
   Example:
     >>> from ssljax.graphs import views_graph
@@ -78,10 +78,10 @@ def spectral_contrastive_terms(z, g) -> dict[str, jax.Array]:
     >>> [float(t[k]) for k in ("gram", "alignment", "graph", "loss")]
     [2.0, 0.0, 4.0, 6.0]
   """
-  z_NxK = _as_float(z)
-  _check_embeddings(z_NxK, "z")
+  z_NxK = checks.as_float(z)
+  checks.check_embeddings(z_NxK, "z")
   graphs.validate_graph(g, z_NxK.shape[0], name="g")
-  return _spectral_terms_core(z_NxK, _as_graph(g))
+  return _spectral_terms_core(z_NxK, graphs.as_graph(g))
 
 
 @jax.jit
@@ -89,35 +89,26 @@ def _spectral_terms_core(z_NxK, g_NxN):
   """Trace form of ‖ZZᵀ − G‖² on validated inputs (one compile per shape)."""
   gram_KxK = z_NxK.T @ z_NxK
   gram = jnp.sum(gram_KxK**2)
-  alignment = _graph_quadratic(g_NxN, z_NxK)
-  graph = _graph_sq_norm(g_NxN, z_NxK.dtype)
+  alignment = graphs.graph_quadratic(g_NxN, z_NxK)
+  graph = graphs.graph_sq_norm(g_NxN, z_NxK.dtype)
   return {"gram": gram, "alignment": alignment, "graph": graph,
           "loss": gram - 2 * alignment + graph}
 
 
 def spectral_contrastive(z, g) -> jax.Array:
-  """VIC² loss ‖ZZᵀ − G‖²_F (002 Theorem 1), without forming ZZᵀ.
+  """VIC² loss ‖ZZᵀ − G‖²_F (Cabannes et al. 2023 Thm 1), without ZZᵀ.
 
   Plain sum over all N² entries, no normalisation; computed as
   ‖ZᵀZ‖² − 2Tr(ZᵀGZ) + ‖G‖² in O(N·K² + nnz(G)·K). See
   `spectral_contrastive_terms` for the float32 cancellation caveat.
 
   With G = YYᵀ (`graphs.supervised_graph`) and K >= C the minimisers are
-  exactly Z = YR with RRᵀ = I_C (loss 0; singular values √N_c), FINDINGS (a)
-  "002 optima".
+  exactly Z = YR with RRᵀ = I_C (loss 0; singular values √N_c = √(N p_c);
+  Cabannes et al. 2023 Theorem 2, and Prop. 1 whose printed argmin set is
+  C×K instead of these N×K matrices).
 
-  Args:
-    z: (N, K) embeddings, float32 or float64, N >= 2.
-    g: (N, N) symmetric graph, dense or BCOO.
-
-  Returns:
-    0-d array of z's dtype.
-
-  Raises:
-    ValueError: as `spectral_contrastive_terms`.
-
-  References:
-    002 Theorem 1 and Prop. 1 (corrected, FINDINGS (b) 002 erratum 6).
+  Arguments, errors and references: as `spectral_contrastive_terms`, which
+  documents them in full. Returns the 0-d "loss" entry, in z's dtype.
 
   Example:
     >>> from ssljax.graphs import supervised_graph
@@ -129,7 +120,7 @@ def spectral_contrastive(z, g) -> jax.Array:
 
 
 # ---------------------------------------------------------------------------
-# Two-view form (HaoChen et al. 2021), as corrected in FINDINGS.
+# Two-view form (HaoChen et al. 2021, arXiv 2106.04156).
 # ---------------------------------------------------------------------------
 
 
@@ -164,14 +155,15 @@ def spectral_contrastive_two_view(z1, z2) -> jax.Array:
 
   References:
     HaoChen et al. 2021, arXiv:2106.04156, eq. (5) / Lemma 3.2 estimator;
-    002 eq. (5) with FINDINGS (b) 002 erratum 3 (the form above).
+    Cabannes et al. 2023, arXiv 2303.15256, eq. (5), with the normalisations
+    above (the printed eq. mixes a sum and a 1/N).
 
   Example:
     >>> z = jnp.array([[1., 0.], [0., 1.]])
     >>> float(spectral_contrastive_two_view(z, z))
     -2.0
   """
-  z1_NxK, z2_NxK = _two_views(z1, z2)
+  z1_NxK, z2_NxK = checks.check_two_views(z1, z2)
   return _spectral_two_view_core(z1_NxK, z2_NxK)
 
 

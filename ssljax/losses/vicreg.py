@@ -1,15 +1,17 @@
-"""VICReg: graph form (001) and the official two-view form (Bardes et al. 2022).
+"""VICReg: graph form and the official two-view form (Bardes et al. 2022).
 
 Rows are samples. The graph form `vicreg(z, g)` follows the spectral-embedding
-notes (paper 001), where G says which rows are positives (`ssljax.graphs`);
-the two-view form `vicreg_two_view(z1, z2)` reproduces the official code.
-The two are not the same normalisation; `vicreg_terms` states the exact
-relation (checked numerically in tests/test_losses.py).
+notes (Balestriero & LeCun 2022), where G says which rows are positives
+(`ssljax.graphs`); the two-view form `vicreg_two_view(z1, z2)` reproduces the
+official code. The two are not the same normalisation; `vicreg_terms` states the
+exact relation (checked numerically in tests/test_losses.py).
 
-References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
-  001 Balestriero & LeCun 2022, spectral-embedding notes, §2 (2) VICReg.
-  Bardes, Ponce & LeCun, "VICReg", ICLR 2022, arXiv:2105.04906; official
-  code github.com/facebookresearch/vicreg (main_vicreg.py, VICReg.forward).
+References:
+  Balestriero & LeCun 2022, "Contrastive and Non-Contrastive Self-Supervised
+  Learning Recover Global and Local Spectral Embedding Methods", arXiv
+  2205.11508, §2 (2) VICReg. Bardes, Ponce & LeCun, "VICReg", ICLR 2022,
+  arXiv:2105.04906; official code github.com/facebookresearch/vicreg
+  (main_vicreg.py, VICReg.forward).
 """
 
 from __future__ import annotations
@@ -17,10 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ssljax import graphs
-from ssljax.losses._checks import _as_float, _check_embeddings, _check_eps
-from ssljax.losses._checks import (_as_graph, _graph_degree, _graph_quadratic,
-                                   _two_views)
+from ssljax import checks, graphs
 
 __all__ = ["vicreg", "vicreg_terms", "vicreg_two_view", "vicreg_two_view_terms"]
 
@@ -50,15 +49,16 @@ def _offdiag_sq_sum(cov_KxK: jax.Array) -> jax.Array:
   return jnp.sum(offdiag_KxK**2)
 
 
-def _weighted_total(terms: dict, dtype, inv_weight, var_weight, cov_weight):
-  w = lambda x: jnp.asarray(x, dtype)
-  return (w(inv_weight) * terms["invariance"]
-          + w(var_weight) * terms["variance"]
-          + w(cov_weight) * terms["covariance"])
+def _with_loss(invariance, variance, covariance, dtype, weights) -> dict:
+  """The three terms and "loss" = their sum weighted by (inv, var, cov)."""
+  w_inv, w_var, w_cov = (jnp.asarray(x, dtype) for x in weights)
+  return {"invariance": invariance, "variance": variance,
+          "covariance": covariance,
+          "loss": w_inv * invariance + w_var * variance + w_cov * covariance}
 
 
 # ---------------------------------------------------------------------------
-# VICReg, graph form (001).
+# VICReg, graph form (Balestriero & LeCun 2022).
 # ---------------------------------------------------------------------------
 
 
@@ -71,7 +71,7 @@ def vicreg_terms(
     cov_weight: float = 1.0,
     eps: float = 1e-4,
 ) -> dict[str, jax.Array]:
-  """VICReg over a graph (001): unweighted terms and the weighted loss.
+  """VICReg over a graph: unweighted terms and the weighted loss.
 
   With C = cov(Z, ddof=1) over all N rows, d = G1 and D = diag(d):
 
@@ -87,8 +87,9 @@ def vicreg_terms(
   float32 cancellation.
 
   Relation to the two-view form (`vicreg_two_view_terms`), for
-  z = concat([z1, z2]) (2n rows) and g = views_graph(n, 2) (FINDINGS (a)
-  "VICReg graph form", 001 erratum 5):
+  z = concat([z1, z2]) (2n rows) and g = views_graph(n, 2) (the graph form of
+  Balestriero & LeCun 2022 §2, whose variance is a sum over k, not the original
+  mean):
 
   * invariance: graph = (1/n) Σ_i ‖z1_i − z2_i‖² = K · two-view invariance
     (the two-view term is a mean over n·K entries; the graph term divides
@@ -99,23 +100,26 @@ def vicreg_terms(
     two-view is Σ_views Σ_{k≠l} (C_v)_kl² / K with per-view centring.
 
   So the same weights (25, 25, 1) balance the terms differently in the two
-  forms. eps sits inside the sqrt as in the official VICReg code; FINDINGS
-  writes 001 as sqrt(max(C_kk, ε)); the two agree up to O(eps) and
-  sqrt(C_kk + eps) keeps the gradient finite at C_kk = 0.
+  forms. eps sits inside the sqrt as in the official VICReg code; Balestriero &
+  LeCun 2022 write sqrt(max(C_kk, ε)); the two agree up to O(eps) and sqrt(C_kk
+  + eps) keeps the gradient finite at C_kk = 0.
 
   Args:
     z: (N, K) embeddings, float32 or float64 (ints are promoted), N >= 2.
     g: (N, N) symmetric graph, dense array or 2-D
       `jax.experimental.sparse.BCOO` (cost O(nnz·K)), any real dtype (cast
       to z's dtype); e.g. `ssljax.graphs.views_graph(n, v)` with N = n·v.
-    inv_weight: γ of 001, weight of the invariance term (official 25).
-    var_weight: α of 001, weight of the variance term (official 25).
-    cov_weight: β of 001, weight of the covariance term (official 1).
+    inv_weight: γ of Balestriero & LeCun 2022, weight of the invariance term
+      (official 25).
+    var_weight: α of Balestriero & LeCun 2022, weight of the variance term
+      (official 25).
+    cov_weight: β of Balestriero & LeCun 2022, weight of the covariance term
+      (official 1).
     eps: >= 0, added to C_kk inside the square root.
 
   Returns:
-    dict with 0-d arrays of z's dtype: "invariance", "variance",
-    "covariance" (unweighted) and "loss" (weighted sum).
+    dict with 0-d arrays of z's dtype: "invariance", "variance", "covariance"
+      (unweighted) and "loss" (weighted sum).
 
   Raises:
     ValueError: if z is not rank 2, has N < 2 or K < 1 rows/columns, g is
@@ -123,9 +127,11 @@ def vicreg_terms(
       g is not symmetric within 1e-6.
 
   References:
-    001 §2 (2) VICReg (formula and code; errata 2 and 5 in FINDINGS (b));
-    FINDINGS (a) "Invariance" Σ G_ij‖z_i − z_j‖² = 2Tr(Zᵀ(D − G)Z).
-    Original two-view loss: Bardes et al. 2022, arXiv:2105.04906, eqs. (1)-(6).
+    Balestriero & LeCun 2022, arXiv 2205.11508, §2 (2) VICReg: α Σ_k max(0, 1 −
+    √C_kk) + β Σ_{k≠l} C_kl² + (γ/N) Σ G_ij‖z_i − z_j‖² with C = cov(Z, ddof=1)
+    (the printed covariance term misses its Σ_k; the code has it). Invariance: Σ
+    G_ij‖z_i − z_j‖² = 2Tr(Zᵀ(D − G)Z). Original two-view loss: Bardes et al.
+    2022, arXiv:2105.04906, eqs. (1)-(6).
 
   Example:
     >>> from ssljax.graphs import views_graph
@@ -134,13 +140,13 @@ def vicreg_terms(
     >>> [round(float(t[k]), 4) for k in ("invariance", "variance", "covariance")]
     [4.0, 0.0, 0.0]
   """
-  z_NxK = _as_float(z)
-  _check_embeddings(z_NxK, "z")
+  z_NxK = checks.as_float(z)
+  checks.check_embeddings(z_NxK, "z")
   n = z_NxK.shape[0]
   graphs.validate_graph(g, n, name="g")
-  _check_eps(eps)
+  checks.check_nonnegative(eps, "eps")
   weights = (inv_weight, var_weight, cov_weight)
-  return _vicreg_terms_core(z_NxK, _as_graph(g), weights, eps)
+  return _vicreg_terms_core(z_NxK, graphs.as_graph(g), weights, eps)
 
 
 @jax.jit
@@ -150,15 +156,12 @@ def _vicreg_terms_core(z_NxK, g_NxN, weights, eps):
   zc_NxK, cov_KxK = _covariance(z_NxK)
   variance = jnp.sum(_std_hinge(cov_KxK, eps))
   covariance = _offdiag_sq_sum(cov_KxK)
-  d_N = _graph_degree(g_NxN, z_NxK.dtype)  # dense or BCOO g
+  d_N = graphs.degree(g_NxN, dtype=z_NxK.dtype)  # dense or BCOO g
   sq_norms_N = jnp.sum(zc_NxK**2, axis=1)
-  tr_zgz = _graph_quadratic(g_NxN, zc_NxK)
+  tr_zgz = graphs.graph_quadratic(g_NxN, zc_NxK)
   invariance = (2.0 / n) * (jnp.dot(d_N, sq_norms_N) - tr_zgz)
 
-  terms = {"invariance": invariance, "variance": variance,
-           "covariance": covariance}
-  terms["loss"] = _weighted_total(terms, z_NxK.dtype, *weights)
-  return terms
+  return _with_loss(invariance, variance, covariance, z_NxK.dtype, weights)
 
 
 def vicreg(
@@ -170,7 +173,7 @@ def vicreg(
     cov_weight: float = 1.0,
     eps: float = 1e-4,
 ) -> jax.Array:
-  """VICReg loss over a graph (001); `vicreg_terms(...)["loss"]`.
+  """VICReg loss over a graph; `vicreg_terms(...)["loss"]`.
 
   loss = inv_weight·(1/N)Σ_ij G_ij‖z_i − z_j‖²
          + var_weight·Σ_k relu(1 − sqrt(C_kk + eps))
@@ -180,24 +183,8 @@ def vicreg(
   two-view `vicreg_two_view` (different normalisations: graph variance sums
   over k, covariance has no /K, invariance is /N not a mean over N·K).
 
-  Args:
-    z: (N, K) embeddings, float32 or float64, N >= 2.
-    g: (N, N) symmetric graph, dense or BCOO (e.g.
-      `ssljax.graphs.views_graph`).
-    inv_weight: γ of 001, invariance weight.
-    var_weight: α of 001, variance weight.
-    cov_weight: β of 001, covariance weight.
-    eps: >= 0, added to C_kk inside the square root.
-
-  Returns:
-    0-d array of z's dtype.
-
-  Raises:
-    ValueError: as `vicreg_terms`.
-
-  References:
-    001 §2 (2) VICReg; FINDINGS (a) "VICReg graph form";
-    Bardes et al. 2022, arXiv:2105.04906 (two-view original).
+  Arguments, errors and references: as `vicreg_terms`, which documents them in
+  full. Returns the 0-d "loss" entry, in z's dtype.
 
   Example:
     >>> from ssljax.graphs import views_graph
@@ -237,7 +224,7 @@ def vicreg_two_view_terms(
   This is not the graph form `vicreg_terms` on concat([z1, z2]) with a
   rescaling of the weights only: the graph invariance is K times this one,
   and the graph variance/covariance use the pooled 2N rows, a sum over k and
-  no /K (see `vicreg_terms`; FINDINGS 001 erratum 5).
+  no /K (see `vicreg_terms`; Balestriero & LeCun 2022 §2 code).
 
   Args:
     z1: (N, K) embeddings of view 1, float32 or float64, N >= 2.
@@ -249,7 +236,7 @@ def vicreg_two_view_terms(
 
   Returns:
     dict with 0-d arrays of the inputs' (promoted) dtype: "invariance",
-    "variance", "covariance" (unweighted) and "loss".
+      "variance", "covariance" (unweighted) and "loss".
 
   Raises:
     ValueError: if z1 or z2 is not rank 2, the shapes differ, N < 2,
@@ -258,7 +245,7 @@ def vicreg_two_view_terms(
   References:
     Bardes, Ponce & LeCun, ICLR 2022, arXiv:2105.04906, eqs. (1)-(6) and
     Algorithm 1; code: github.com/facebookresearch/vicreg main_vicreg.py.
-    Graph form: 001 §2 (2).
+    Graph form: Balestriero & LeCun 2022 §2 (2).
 
   Example:
     >>> z1 = jnp.array([[0., 0.], [2., 0.], [0., 2.], [2., 2.]])
@@ -266,8 +253,8 @@ def vicreg_two_view_terms(
     >>> [round(float(t[k]), 4) for k in ("invariance", "variance", "covariance")]
     [1.0, 0.0, 0.0]
   """
-  z1_NxK, z2_NxK = _two_views(z1, z2)
-  _check_eps(eps)
+  z1_NxK, z2_NxK = checks.check_two_views(z1, z2)
+  checks.check_nonnegative(eps, "eps")
   weights = (inv_weight, var_weight, cov_weight)
   return _vicreg_two_view_terms_core(z1_NxK, z2_NxK, weights, eps)
 
@@ -285,10 +272,7 @@ def _vicreg_two_view_terms_core(z1_NxK, z2_NxK, weights, eps):
                     + jnp.mean(_std_hinge(cov2_KxK, eps)))
   covariance = (_offdiag_sq_sum(cov1_KxK) + _offdiag_sq_sum(cov2_KxK)) / k
 
-  terms = {"invariance": invariance, "variance": variance,
-           "covariance": covariance}
-  terms["loss"] = _weighted_total(terms, z1_NxK.dtype, *weights)
-  return terms
+  return _with_loss(invariance, variance, covariance, z1_NxK.dtype, weights)
 
 
 def vicreg_two_view(
@@ -309,23 +293,8 @@ def vicreg_two_view(
   For the graph form on concat([z1, z2]) see `vicreg` (different
   normalisations; the exact relation is in `vicreg_terms`).
 
-  Args:
-    z1: (N, K) embeddings of view 1, float32 or float64, N >= 2.
-    z2: (N, K) embeddings of view 2.
-    inv_weight: λ (`sim_coeff`).
-    var_weight: μ (`std_coeff`).
-    cov_weight: ν (`cov_coeff`).
-    eps: >= 0, ε inside the std.
-
-  Returns:
-    0-d array of the inputs' dtype.
-
-  Raises:
-    ValueError: as `vicreg_two_view_terms`.
-
-  References:
-    Bardes et al. 2022, arXiv:2105.04906, eq. (6); facebookresearch/vicreg.
-    Graph form: 001 §2 (2).
+  Arguments, errors and references: as `vicreg_two_view_terms`, which
+  documents them in full. Returns the 0-d "loss" entry, in z1's dtype.
 
   Example:
     >>> z1 = jnp.array([[0., 0.], [2., 0.], [0., 2.], [2., 2.]])

@@ -23,8 +23,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from ssljax import graphs
-from ssljax.losses._checks import _as_float, _check_matrix, _check_same_shape
+from ssljax import checks, graphs
 
 __all__ = ["wmse_two_view", "wmse_two_view_terms", "wmse_whiten"]
 
@@ -32,7 +31,7 @@ _NORM_FLOOR = 1e-12  # F.normalize's eps (official norm_mse_loss).
 
 
 def _check_shrinkage(eps) -> None:
-  if graphs._is_concrete(eps):  # pylint: disable=protected-access
+  if checks.is_concrete(eps):
     e = float(eps)
     if not 0.0 <= e < 1.0:
       raise ValueError(f"eps must be in [0, 1), got {eps!r}")
@@ -40,7 +39,7 @@ def _check_shrinkage(eps) -> None:
 
 def _check_rows_for_rank(m: int, k: int, eps, name: str) -> None:
   """Without shrinkage, the (K, K) covariance of m rows needs m >= K + 1."""
-  concrete = graphs._is_concrete(eps)  # pylint: disable=protected-access
+  concrete = checks.is_concrete(eps)
   if concrete and float(eps) == 0.0 and m <= k:
     raise ValueError(
         f"{name} = {m} rows cannot be whitened in K = {k} dimensions with"
@@ -65,12 +64,6 @@ def _whiten(z_MxK: jax.Array, eps) -> jax.Array:
 
 
 _whiten_jit = jax.jit(_whiten)
-
-
-def _unit_rows(w_NxK: jax.Array) -> jax.Array:
-  # max inside the sqrt: the gradient stays finite at a zero row.
-  sq_norms_Nx1 = jnp.sum(w_NxK**2, axis=1, keepdims=True)
-  return w_NxK / jnp.sqrt(jnp.maximum(sq_norms_Nx1, _NORM_FLOOR**2))
 
 
 def wmse_whiten(z: jax.typing.ArrayLike, *, eps: float = 0.0) -> jax.Array:
@@ -101,8 +94,8 @@ def wmse_whiten(z: jax.typing.ArrayLike, *, eps: float = 0.0) -> jax.Array:
     >>> jnp.round(jnp.cov(w, rowvar=False), 4).tolist()
     [[1.0, 0.0], [0.0, 1.0]]
   """
-  z_NxK = _as_float(z)
-  _check_matrix(z_NxK, "z", min_rows=2, why="for the ddof=1 covariance")
+  z_NxK = checks.as_float(z)
+  checks.check_embeddings(z_NxK, "z")
   _check_shrinkage(eps)
   _check_rows_for_rank(z_NxK.shape[0], z_NxK.shape[1], eps, "N")
   return _whiten_jit(z_NxK, eps)
@@ -157,8 +150,7 @@ def wmse_two_view_terms(
       divides N.
 
   Returns:
-    dict with 0-d arrays of the inputs' (promoted) dtype: "cosine" and
-    "loss".
+    dict with 0-d arrays of the inputs' (promoted) dtype: "cosine" and "loss".
 
   Raises:
     ValueError: if z1 or z2 is not rank 2, the shapes differ, N is not
@@ -175,11 +167,11 @@ def wmse_two_view_terms(
     >>> round(abs(float(wmse_two_view_terms(z1, 2. * z1 + 1.)["loss"])), 6)
     0.0
   """
-  z1_NxK = _as_float(z1)
-  z2_NxK = _as_float(z2)
-  _check_matrix(z1_NxK, "z1", min_rows=2, why="for the ddof=1 covariance")
-  _check_same_shape(z1_NxK, z2_NxK, "z1", "z2")
-  _check_matrix(z2_NxK, "z2", min_rows=2, why="for the ddof=1 covariance")
+  z1_NxK = checks.as_float(z1)
+  z2_NxK = checks.as_float(z2)
+  checks.check_embeddings(z1_NxK, "z1")
+  checks.check_same_shape(z1_NxK, z2_NxK, "z1", "z2")
+  checks.check_embeddings(z2_NxK, "z2")
   _check_shrinkage(eps)
   n, k = z1_NxK.shape
   if whitening_size is None:
@@ -223,8 +215,10 @@ def _whiten_sub_batches(z_NxK: jax.Array, eps, m: int) -> jax.Array:
 def _wmse_terms_core(z1_NxK, z2_NxK, eps, *, m: int):
   """Terms on validated inputs; sub-batches of m rows are whitened apart."""
   dtype = jnp.result_type(z1_NxK, z2_NxK)
-  u1_NxK = _unit_rows(_whiten_sub_batches(z1_NxK.astype(dtype), eps, m))
-  u2_NxK = _unit_rows(_whiten_sub_batches(z2_NxK.astype(dtype), eps, m))
+  w1_NxK = _whiten_sub_batches(z1_NxK.astype(dtype), eps, m)
+  w2_NxK = _whiten_sub_batches(z2_NxK.astype(dtype), eps, m)
+  u1_NxK = checks.unit_rows(w1_NxK, floor=_NORM_FLOOR)
+  u2_NxK = checks.unit_rows(w2_NxK, floor=_NORM_FLOOR)
   cosine = jnp.mean(jnp.sum(u1_NxK * u2_NxK, axis=1))
   return {"cosine": cosine, "loss": 2.0 - 2.0 * cosine}
 
@@ -242,20 +236,8 @@ def wmse_two_view(
   whitening of view v over the batch (or over sub-batches of
   `whitening_size` rows, averaged). See `wmse_two_view_terms`.
 
-  Args:
-    z1: (N, K) embeddings of view 1, float32 or float64.
-    z2: (N, K) embeddings of view 2.
-    eps: shrinkage in [0, 1) of the covariance toward I.
-    whitening_size: None or an int M dividing N, M > K when eps = 0.
-
-  Returns:
-    0-d array of the inputs' dtype.
-
-  Raises:
-    ValueError: as `wmse_two_view_terms`.
-
-  References:
-    Ermolov et al. 2021, arXiv:2007.06346; github.com/htdt/self-supervised.
+  Arguments, errors and references: as `wmse_two_view_terms`, which documents
+  them in full. Returns the 0-d "loss" entry, in z1's dtype.
 
   Example:
     >>> z1 = jnp.array([[0., 1.], [2., 3.], [4., 4.], [1., 0.]])

@@ -1,4 +1,4 @@
-"""PAL: positive active learning (002, Cabannes et al. 2023).
+"""PAL: positive active learning (Cabannes et al. 2023, arXiv 2303.15256).
 
 One algorithm (Algorithm 1) for SSL, supervised and active learning: an
 oracle reveals entries of the similarity graph G, and the embedding is fit

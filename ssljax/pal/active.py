@@ -3,11 +3,11 @@
 All three label samples by comparing them with class templates μ_c (one
 known member per class) and record the answers in a `PairGraph`, so a
 positive answer x ~ μ_c also yields x !~ (every known member of every
-other class) by completion (002 Fig. 6: "a positive observation is turned
-into many negative observations").
+other class) by completion (Cabannes et al. 2023, arXiv 2303.15256, Fig. 6: "a
+positive observation is turned into many negative observations").
 
 `CaptchaOracle` implements Algorithm 3 with the improvements listed after
-it in 002 §4.3:
+it in Cabannes et al. 2023 §4.3:
 
 1. templates discovered from negative answers when not given: a sample
    negative to every known template becomes the next template;
@@ -18,8 +18,8 @@ it in 002 §4.3:
    likely to belong to the chosen class, instead of a uniform batch.
 
 References:
-  002 Algorithm 3 and the paragraph after it, Algorithm 5 (after Sorscher
-  et al. 2022, ref. [44]), Algorithm 6, Fig. 1, Fig. 6, App. A.
+  Cabannes et al. 2023 Algorithm 3 and the paragraph after it, Algorithm 5
+  (after Sorscher et al. 2022, ref. [44]), Algorithm 6, Fig. 1, Fig. 6, App. A.
 """
 
 from __future__ import annotations
@@ -28,27 +28,21 @@ from typing import Callable
 
 import numpy as np
 
+from ssljax import checks
 from ssljax.pal.labeler import Labeler
-from ssljax.pal.oracles import Minibatch, _GraphOracle, _check_batch, _unit_rows
-from ssljax.pal.weights import uniform_pair_weights
+from ssljax.pal.oracles import GraphOracle
 
 __all__ = ["CaptchaOracle", "PruningOracle", "HierarchicalOracle"]
 
 
-def _positive_int(value, name: str) -> int:
-  if int(value) != value or value < 1:
-    raise ValueError(f"{name} must be a positive integer, got {value!r}")
-  return int(value)
-
-
-class _TemplateOracle(_GraphOracle):
+class _TemplateOracle(GraphOracle):
   """Templates μ_1..μ_k and labelling of single samples against them."""
 
   def __init__(self, labeler: Labeler, num_classes: int, *, templates=None,
                level: str = "fine", signed: bool = True,
                extra_negative: Callable | None = None):
     super().__init__(labeler, signed=signed, complete=True)
-    self.num_classes = _positive_int(num_classes, "num_classes")
+    self.num_classes = checks.as_positive_int(num_classes, "num_classes")
     self.level = level
     self.extra_negative = extra_negative
     self.templates: list[int] = []
@@ -86,7 +80,7 @@ class _TemplateOracle(_GraphOracle):
   def _centroids(self, z_unit: np.ndarray) -> np.ndarray:
     comp = self.graph.component_ids()
     cents = np.stack([z_unit[comp == comp[t]].mean(0) for t in self.templates])
-    return _unit_rows(cents)
+    return checks.unit_rows(cents)
 
   def _assign(self, x: int, budget: int, z_unit=None) -> int:
     """Pair-queries x against templates until a positive; returns answers."""
@@ -149,7 +143,7 @@ class CaptchaOracle(_TemplateOracle):
                extra_negative: Callable | None = None):
     super().__init__(labeler, num_classes, templates=templates, level=level,
                      signed=signed, extra_negative=extra_negative)
-    self.screen_size = _positive_int(screen_size, "screen_size")
+    self.screen_size = checks.as_positive_int(screen_size, "screen_size")
     prior = (np.full(self.num_classes, 1.0 / self.num_classes)
              if class_prior is None else np.asarray(class_prior, np.float64))
     if prior.shape != (self.num_classes,) or not np.all(prior > 0):
@@ -171,7 +165,7 @@ class CaptchaOracle(_TemplateOracle):
   def query(self, rng, embed_all=None) -> int:
     z_unit = None
     if self.guided and embed_all is not None:
-      z_unit = _unit_rows(np.asarray(embed_all(), np.float64))
+      z_unit = checks.unit_rows(np.asarray(embed_all(), np.float64))
     if len(self.templates) < self.num_classes:
       return self._discover(rng, z_unit)
     score = self.class_counts() / self.class_prior
@@ -221,16 +215,16 @@ class PruningOracle(_TemplateOracle):
                num_clusters: int | None = None, points_per_round: int = 10,
                near_until: int | None = None, signed: bool = True):
     super().__init__(labeler, num_classes, signed=signed)
-    self.num_clusters = _positive_int(num_clusters or num_classes,
-                                      "num_clusters")
-    self.points_per_round = _positive_int(points_per_round,
-                                          "points_per_round")
+    self.num_clusters = checks.as_positive_int(num_clusters or num_classes,
+                                               "num_clusters")
+    self.points_per_round = checks.as_positive_int(points_per_round,
+                                                   "points_per_round")
     self.near_until = (2 * self.num_classes * self.points_per_round
                        if near_until is None else int(near_until))
 
   def select(self, rng, z) -> np.ndarray:
     """Indices chosen by Algorithm 5 for embeddings z (N, K)."""
-    z_unit = _unit_rows(np.asarray(z, np.float64))
+    z_unit = checks.unit_rows(np.asarray(z, np.float64))
     labelled = self.labelled()
     pool = np.flatnonzero(~labelled)
     if pool.size == 0:
@@ -238,7 +232,7 @@ class PruningOracle(_TemplateOracle):
     from sklearn.cluster import KMeans  # pylint: disable=g-import-not-at-top
     km = KMeans(self.num_clusters, n_init=3,
                 random_state=int(rng.integers(2**31 - 1))).fit(z_unit)
-    cents = _unit_rows(km.cluster_centers_)
+    cents = checks.unit_rows(km.cluster_centers_)
     dist = 1.0 - np.sum(z_unit[pool] * cents[km.labels_[pool]], axis=1)
     order = np.argsort(dist, kind="stable")
     if labelled.sum() >= self.near_until:
@@ -249,7 +243,7 @@ class PruningOracle(_TemplateOracle):
     if embed_all is None:
       raise ValueError("PruningOracle.query needs embed_all() -> (N, K)")
     z = np.asarray(embed_all(), np.float64)
-    z_unit = _unit_rows(z)
+    z_unit = checks.unit_rows(z)
     return sum(self._assign(int(x), self.num_classes, z_unit)
                for x in self.select(rng, z))
 
@@ -312,18 +306,11 @@ class HierarchicalOracle:
                    g)
     return g
 
-  def target(self) -> np.ndarray:
-    idx = np.arange(self.n)
-    return self.block(idx, idx)
+  # Same as GraphOracle's, over this oracle's own block and degree.
+  target = GraphOracle.target
+  minibatch = GraphOracle.minibatch
 
   def degree(self) -> np.ndarray:
     if self._degree_cache is None:
       self._degree_cache = self.target().sum(1)
     return self._degree_cache
-
-  def minibatch(self, rng, batch_size, embed=None) -> Minibatch:
-    del embed
-    b = _check_batch(batch_size, self.n)
-    idx = rng.choice(self.n, size=b, replace=False)
-    return Minibatch(idx, self.block(idx, idx), self.degree()[idx], self.n,
-                     uniform_pair_weights(b, self.n))

@@ -1,7 +1,8 @@
 """Graph bookkeeping for PAL: known positives, known negatives, unknown.
 
 `PairGraph` records pair answers 1{x_i ~ x_j} and completes them with the
-two deductions that similarity (an equivalence relation) allows (002 Fig. 6):
+two deductions that similarity (an equivalence relation) allows (Cabannes et al.
+2023 Fig. 6):
 
 * transitivity of positives: i ~ j and j ~ k  =>  i ~ k (union-find over
   the positive components);
@@ -9,11 +10,12 @@ two deductions that similarity (an equivalence relation) allows (002 Fig. 6):
   answer links two components, so every pair across them is negative).
 
 Views of the completed graph (rows = samples, diagonal = 1 since i ~ i):
-`signed()` is the contrastive graph of 002 eq. (15) (+1 / -1 / 0 for
-known-positive / known-negative / unknown); `non_contrastive()` is its 1/0
-version; `raw_signed()` holds only the entries that were answered (no
-deduction: the passive baseline of Fig. 6). `connected_components` counts the
-components of any graph's positive entries (002 Fig. 9).
+`signed()` is the contrastive graph of Cabannes et al. 2023 (arXiv 2303.15256)
+eq. (15) (+1 / -1 / 0 for known-positive / known-negative / unknown);
+`non_contrastive()` is its 1/0 version; `raw_signed()` holds only the entries
+that were answered (no deduction: the passive baseline of Fig. 6).
+`connected_components` counts the components of any graph's positive entries
+(Cabannes et al. 2023 Fig. 9).
 
 Noisy answers may contradict the completion (a positive across two
 components known to be negative, or a negative inside a component). With
@@ -21,8 +23,9 @@ components known to be negative, or a negative inside a component). With
 is counted in `conflicts`; "raise" raises ValueError.
 
 References:
-  002 Fig. 6 (reconstructed graphs), eq. (15) (signed graph), App. C.2.5 /
-  Fig. 9 (connected components), Algorithm 3 ("deduction to fill G").
+  Cabannes et al. 2023 Fig. 6 (reconstructed graphs), eq. (15) (signed graph),
+  App. C.2.5 / Fig. 9 (connected components), Algorithm 3 ("deduction to fill
+  G").
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def connected_components(g) -> int:
     ValueError: if g is not square rank 2.
 
   References:
-    002 App. C.2.5, Fig. 9.
+    Cabannes et al. 2023 App. C.2.5, Fig. 9.
   """
   if scipy.sparse.issparse(g):
     adj = (g > 0).astype(np.int8)
@@ -227,7 +230,7 @@ class PairGraph:
     Args:
       rows: (R,) int indices.
       cols: (S,) int indices.
-      signed: +1 / -1 / 0 if True (002 eq. 15), else 1 / 0.
+      signed: +1 / -1 / 0 if True (Cabannes et al. 2023 eq. 15), else 1 / 0.
       dtype: output dtype.
 
     Returns:
@@ -278,8 +281,8 @@ class PairGraph:
       dtype: output dtype.
 
     Returns:
-      (R, S) array with 1 where rows[a] == cols[b] (i ~ i) and, elsewhere,
-      the last answer given for that pair (0 if never asked).
+      (R, S) array with 1 where rows[a] == cols[b] (i ~ i) and, elsewhere, the
+        last answer given for that pair (0 if never asked).
     """
     rows, cols = np.asarray(rows), np.asarray(cols)
     out = (rows[:, None] == cols[None, :]).astype(dtype)

@@ -1,4 +1,4 @@
-"""Closed-form kernel variant of PAL (002 §5, controlled experiments App. C.2).
+"""Closed-form kernel variant of PAL (Cabannes et al. 2023 §5, App. C.2).
 
 Instead of SGD, the embedding is the spectral solution for the current
 target graph T: the top-k eigenvectors v of T − K⁺ with K⁺ = λ·pinvh(K)
@@ -9,10 +9,10 @@ features to one-hot labels; error = 1 − accuracy of the argmax. This
 follows the setup facts of the authors' notebooks given in issue 5.
 
 Relation to the theory solver `ssljax.theory.spectral.kernel_embedding`
-(FINDINGS (a) "Kernel regime"): it returns argmin_Z ‖ZZᵀ − G‖² +
-ρ·Tr(ZᵀK⁻¹Z) = U_k·diag(√max(μ, 0)) for the top eigenpairs (μ, U) of
-M = G − (ρ/2)K⁻¹, so the authors' λ is ρ/2 and T − K⁺ = M for ρ = 2λ when
-no eigenvalue of K is cut. Where the maths coincide this module calls it:
+(Cabannes et al. 2023 §5): it returns argmin_Z ‖ZZᵀ − G‖² + ρ·Tr(ZᵀK⁻¹Z) =
+U_k·diag(√max(μ, 0)) for the top eigenpairs (μ, U) of M = G − (ρ/2)K⁻¹, so the
+authors' λ is ρ/2 and T − K⁺ = M for ρ = 2λ when no eigenvalue of K is cut.
+Where the maths coincide this module calls it:
 
 * `scale="sqrt"` (the optimum itself) is `kernel_embedding(K, T, k, 2λ,
   method="eigh")` in float64 whenever no eigenvalue of K is below the
@@ -26,23 +26,25 @@ no eigenvalue of K is cut. Where the maths coincide this module calls it:
   whose eigenvalue is ≤ 0 (e.g. the 5th direction of a 4-class signed graph
   2·1{y_i=y_j} − 1, eigenvalue ≈ −λ/κ for an eigenvalue κ of K), which
   the optimum clips to zero columns. A least-squares readout without bias
-  is invariant to positive column scalings, so both give the same readout error when the top-k
-  eigenvalues are all positive, and may differ otherwise (one draw of the
-  4-class mixture, N = 150, full signed graph: 0.021 vs 0.022). The
-  unscaled eigenvectors of a cluster of equal non-positive eigenvalues are
-  also only defined up to a rotation, which the local NumPy eigh fixes
-  deterministically; the eigenvalues themselves agree with
-  `kernel_embedding`'s to ~1e-14 (tested).
-  The pseudo-inverse with an eigenvalue cut-off (1e-5/N) is the authors'
-  choice too; for the Laplacian kernels of the experiments it never
-  triggers (smallest eigenvalue of K about 3e-3 or more in the draws
-  checked), so K⁺ = λK⁻¹.
+  is invariant to positive column scalings, so both give the same readout error
+  when the top-k eigenvalues are all positive, and may differ otherwise (one
+  draw of the 4-class mixture, N = 150, full signed graph: 0.021 vs 0.022). The
+  unscaled eigenvectors of a cluster of equal non-positive eigenvalues are also
+  only defined up to a rotation, which the local NumPy eigh fixes
+  deterministically; the eigenvalues themselves agree with `kernel_embedding`'s
+  to ~1e-14 (tested). The pseudo-inverse with an eigenvalue cut-off (1e-5/N) is
+  the authors' choice too; for the Laplacian kernels of the experiments it never
+  triggers (smallest eigenvalue of K about 3e-3 or more in the draws checked),
+  so K⁺ = λK⁻¹.
 
 JAX is imported only on the `scale="sqrt"` path; the default path is
 NumPy/SciPy only (float64).
 
 References:
-  002 §5 and App. C.2; FINDINGS (a) "Kernel regime", (b) 002 erratum 9;
+  Cabannes et al. 2023, "Active Self-Supervised Learning: A Few Low-Cost
+  Relationships Are All You Need", arXiv 2303.15256, §5 and App. C.2. For the
+  regulariser λTr(ZᵀK⁻¹Z) the matrix to decompose is G − (λ/2)K⁻¹ (the paper
+  prints G − λK⁻¹), with negative eigenvalues clipped to 0.
   ssljax.theory.spectral.kernel_embedding.
 """
 
@@ -90,8 +92,8 @@ def readout_error(f_fit, y_fit, f_eval, y_eval, num_classes: int) -> float:
     num_classes: C (one-hot width).
 
   Returns:
-    The error rate in [0, 1] of argmax(f_eval @ W) with
-    W = argmin ‖f_fit W − onehot(y_fit)‖².
+    The error rate in [0, 1] of argmax(f_eval @ W) with W = argmin ‖f_fit W −
+      onehot(y_fit)‖².
 
   Raises:
     ValueError: if the shapes disagree.
@@ -170,9 +172,9 @@ class KernelPAL:
 
     Returns:
       (μ (k,), v (N, k)) float64: the top-k eigenvalues of T − K⁺ and, for
-      scale="none", their orthonormal eigenvectors; for scale="sqrt",
-      v·diag(√max(μ, 0)), computed by `theory.spectral.kernel_embedding`
-      (ridge 2λ, float64) when K had no eigenvalue below the cut-off.
+        scale="none", their orthonormal eigenvectors; for scale="sqrt",
+        v·diag(√max(μ, 0)), computed by `theory.spectral.kernel_embedding`
+        (ridge 2λ, float64) when K had no eigenvalue below the cut-off.
 
     Raises:
       ValueError: if target is not (N, N) (or, on the theory path, not
@@ -214,9 +216,9 @@ class KernelPAL:
       y_fit: optional training labels to fit on instead of y (e.g. noisy).
 
     Returns:
-      {"oracle": error of a readout fitted on the test set itself (the
-      authors' choice), "train": error of a readout fitted on the training
-      features and labels}.
+      {"oracle": error of a readout fitted on the test set itself (the authors'
+        choice), "train": error of a readout fitted on the training features and
+        labels}.
     """
     f_train, f_test = self.features(target)
     y_fit = y if y_fit is None else y_fit

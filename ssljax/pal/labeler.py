@@ -1,6 +1,6 @@
 """A labeler that answers PAL queries from ground-truth labels.
 
-Two query types (002 Fig. 1 and footnote 2):
+Two query types (Cabannes et al. 2023, arXiv 2303.15256, Fig. 1 and footnote 2):
 
 * a pair query "is x_i like x_j?" answers 1{y_i = y_j};
 * a batch screen "which of these M items belong with this template?"
@@ -10,12 +10,13 @@ Two query types (002 Fig. 1 and footnote 2):
 Each answer is flipped independently with probability `noise_rate` (from a
 numpy Generator seeded by the `seed` argument). The labeler keeps an account
 of what was asked: single pair answers, screens, and items screened.
-A two-level taxonomy (002 Algorithm 6) is supported through `coarse_labels`:
-queries with `level="coarse"` compare the coarse labels instead.
+A two-level taxonomy (Cabannes et al. 2023 Algorithm 6) is supported through
+`coarse_labels`: queries with `level="coarse"` compare the coarse labels
+instead.
 
 References:
-  002 §4.3 ("Low-cost and efficient active learning", footnote 2), Fig. 1,
-  Algorithm 1 (labelers), Algorithm 6 (coarse / fine feedback).
+  Cabannes et al. 2023 §4.3 ("Low-cost and efficient active learning", footnote
+  2), Fig. 1, Algorithm 1 (labelers), Algorithm 6 (coarse / fine feedback).
 """
 
 from __future__ import annotations
@@ -166,8 +167,8 @@ class Labeler:
       level: "fine" or "coarse".
 
     Returns:
-      (M,) bool, item m belongs with the template (after noise). Counts as
-      one screen and M screened items.
+      (M,) bool, item m belongs with the template (after noise). Counts as one
+        screen and M screened items.
 
     Raises:
       ValueError: if template or items hold indices outside [0, N).

@@ -1,4 +1,4 @@
-"""Algorithm 1 of 002: SGD on a network with minibatches from an oracle.
+"""Algorithm 1 of Cabannes et al. 2023: SGD with minibatches from an oracle.
 
 `run_pal` alternates oracle query rounds (answers from a labeler, or none)
 with optax steps on the unbiased degree-corrected minibatch estimate of
@@ -9,7 +9,10 @@ embeddings; a "batch_stats" collection (BatchNorm) is updated in training
 mode and used in evaluation mode.
 
 References:
-  002 Algorithm 1, eqs. (9)–(11); FINDINGS (a) "002 / 001 losses".
+  Cabannes et al. 2023, "Active Self-Supervised Learning: A Few Low-Cost
+  Relationships Are All You Need", arXiv 2303.15256, Algorithm 1, eqs. (9)–(11),
+  in the degree-corrected form Σ_ij [G_ij‖z_i − z_j‖² + (z_iᵀz_j)² − (d_i‖z_i‖²
+  + d_j‖z_j‖²)/N] = ‖ZZᵀ − G‖² − ‖G‖².
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
     ValueError: on bad shapes or step counts.
 
   References:
-    002 Algorithm 1, eq. (11); FINDINGS (a) "002 / 001 losses".
+    Cabannes et al. 2023, arXiv 2303.15256, Algorithm 1, eq. (11).
   """
   _check_args(x, steps, batch_size, query_every, eval_every)
   x = np.asarray(x, np.float32)

@@ -1,14 +1,17 @@
-"""The SSL graph mixed with a labeler's answers (002 App. C.2.3, Fig. 4).
+"""The SSL graph mixed with a labeler's answers.
 
-002 mixes the augmentation graph with the few known labels,
+Cabannes et al. 2023, arXiv 2303.15256, App. C.2.3.
+
+Cabannes et al. 2023 mixes the augmentation graph with the few known labels,
 
     G = (1 − α)·G_ssl + α·G_lab,
 
-where G_lab is what a labeler revealed (002 uses ŶŶᵀ, the supervised graph
-of the known labels; here any human oracle of `ssljax.pal`: passive random
-pairs or the captcha screens, so G_lab may be signed). α weighs the labels:
-002 observes that with few labels a small α is better, since label blocks
-fold the input space "globally and brutally" while SSL relations are local.
+where G_lab is what a labeler revealed (Cabannes et al. 2023 uses ŶŶᵀ, the
+supervised graph of the known labels; here any human oracle of `ssljax.pal`:
+passive random pairs or the captcha screens, so G_lab may be signed). α weighs
+the labels: Cabannes et al. 2023 observes that with few labels a small α is
+better, since label blocks fold the input space "globally and brutally" while
+SSL relations are local.
 
 `MixedOracle` draws the SSL minibatch (whole groups of V views, with the
 group inclusion weights) and evaluates the mixed graph on it. The
@@ -20,12 +23,13 @@ are: d = (1 − α)·d_ssl + α·d_lab.
 With `share_positives=True` the SSL positives (the views of one source
 sample) are written into the label oracle's `PairGraph` at no labeler cost,
 so its transitive completion spreads every answer to all views of both
-samples (002 Fig. 6 deduction) and the label oracle never asks about a
-relation already implied by the views.
+samples (Cabannes et al. 2023 Fig. 6 deduction) and the label oracle never asks
+about a relation already implied by the views.
 
 References:
-  002 App. C.2.3 (eq. of the mixed graph, Fig. 4), Algorithm 1, Fig. 6;
-  FINDINGS (a) "002 / 001 losses" (the unbiased minibatch loss).
+  Cabannes et al. 2023 App. C.2.3 (eq. of the mixed graph, Fig. 4), Algorithm 1,
+  Fig. 6; the unbiased minibatch loss is the degree-corrected form of
+  `ssljax.pal.minibatch`.
 """
 
 from __future__ import annotations
@@ -89,7 +93,7 @@ class MixedOracle:
 
   def _share_positives(self) -> None:
     # Chain each group's views: v0 ~ v1 ~ ... (free, known by construction).
-    members = self.ssl._members  # (num_groups, V), rows of each group
+    members = self.ssl.members  # (num_groups, V), rows of each group
     for a, b in zip(members[:, :-1].reshape(-1), members[:, 1:].reshape(-1)):
       self.labels.graph.add_positive(int(a), int(b))
 

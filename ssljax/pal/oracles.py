@@ -1,4 +1,4 @@
-"""PAL oracles: a sampler and a labeler each (002 Algorithms 1–6).
+"""PAL oracles: a sampler and a labeler each (Cabannes et al. 2023, Alg. 1–6).
 
 Every oracle exposes the same two calls used by `run_pal` and the kernel
 experiments:
@@ -25,8 +25,8 @@ and lets the same loop serve every oracle.
 The active human oracles (Algorithms 3, 5, 6) are in `ssljax.pal.active`.
 
 References:
-  002 Algorithm 1 (framework), 2 (SSL and supervised oracles), 4 (NNCLR);
-  App. A.
+  Cabannes et al. 2023 Algorithm 1 (framework), 2 (SSL and supervised oracles),
+  4 (NNCLR); App. A.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ssljax import checks
 from ssljax.pal.bookkeeping import PairGraph
 from ssljax.pal.labeler import Labeler
 from ssljax.pal.weights import group_pair_weights, uniform_pair_weights
@@ -59,16 +60,16 @@ class Minibatch(NamedTuple):
   pair_weights: np.ndarray
 
 
-def _check_batch(batch_size, n: int) -> int:
+def check_batch_size(batch_size, n: int) -> int:
+  """batch_size as an int in [2, N] (a minibatch needs a pair of rows).
+
+  Raises:
+    ValueError: if batch_size is not an integer in [2, n].
+  """
   if int(batch_size) != batch_size or not 2 <= batch_size <= n:
     raise ValueError(f"batch_size must be an integer in [2, N={n}], got"
                      f" {batch_size!r}")
   return int(batch_size)
-
-
-def _unit_rows(z_NxK: np.ndarray) -> np.ndarray:
-  return z_NxK / np.maximum(np.linalg.norm(z_NxK, axis=1, keepdims=True),
-                            1e-12)
 
 
 # ---------------------------------------------------------------------------
@@ -87,6 +88,9 @@ class SSLOracle:
     groups: (N,) int source-sample id of each row; every group must have
       the same size V >= 2.
 
+  Attributes:
+    members: (num_groups, V) int array, the rows of each group.
+
   Raises:
     ValueError: if groups is not (N,) int or group sizes differ or are < 2.
   """
@@ -102,7 +106,7 @@ class SSLOracle:
       raise ValueError(f"every group must have the same size V >= 2, got"
                        f" sizes in [{sizes.min()}, {sizes.max()}]")
     self.groups, self.n, self.views = inverse, g.shape[0], int(sizes[0])
-    self._members = np.argsort(inverse, kind="stable").reshape(-1, self.views)
+    self.members = np.argsort(inverse, kind="stable").reshape(-1, self.views)
 
   def query(self, rng, embed_all=None) -> int:
     del rng, embed_all
@@ -114,12 +118,12 @@ class SSLOracle:
 
   def minibatch(self, rng, batch_size, embed=None) -> Minibatch:
     del embed
-    m = _check_batch(batch_size, self.n) // self.views
-    num_groups = self._members.shape[0]
+    m = check_batch_size(batch_size, self.n) // self.views
+    num_groups = self.members.shape[0]
     if m < 1:
       raise ValueError(f"batch_size must be >= V = {self.views}")
     chosen = rng.choice(num_groups, size=m, replace=False)
-    idx = self._members[chosen].reshape(-1)
+    idx = self.members[chosen].reshape(-1)
     grp = self.groups[idx]
     g = (grp[:, None] == grp[None, :]).astype(np.float64)
     return Minibatch(idx, g, np.full(idx.shape[0], float(self.views)), self.n,
@@ -152,14 +156,14 @@ class NNCLROracle:
     if embed is None:
       raise ValueError("NNCLROracle.minibatch needs embed(idx) -> (B, K)")
     if self._ssl is None:
-      idx = rng.choice(self.n, size=_check_batch(batch_size, self.n),
+      idx = rng.choice(self.n, size=check_batch_size(batch_size, self.n),
                        replace=False)
       same = np.eye(idx.shape[0], dtype=bool)
     else:
       idx = self._ssl.minibatch(rng, batch_size).idx
       grp = self._ssl.groups[idx]
       same = grp[:, None] == grp[None, :]
-    z = _unit_rows(np.asarray(embed(idx), np.float64))
+    z = checks.unit_rows(np.asarray(embed(idx), np.float64))
     dist = -z @ z.T
     dist[same] = np.inf  # a neighbour is another sample (another group)
     nn = np.argmin(dist, axis=1)
@@ -175,8 +179,23 @@ class NNCLROracle:
 # ---------------------------------------------------------------------------
 
 
-class _GraphOracle:
-  """Base: a labeler, a PairGraph and the (completed or raw) view."""
+class GraphOracle:
+  """Base class of the labeler-backed oracles (PAL, Cabannes et al. 2023,
+  arXiv 2303.15256, Algorithms 1-2): a `Labeler`, the `PairGraph` of the answers
+  so far, and the graph the loss fits, completed (transitive closure of the
+  positives) or raw.
+
+  Subclasses implement `query(rng, embed_all=None) -> int` (pair answers bought
+  this round); `block`, `degree`, `target` and `minibatch` are shared.
+
+  Args:
+    labeler: the `Labeler` that answers pair queries (it holds N).
+    signed: if True, negative answers enter the graph as −1.
+    complete: if True, the loss sees the completed graph.
+
+  Raises:
+    ValueError: if labeler is not a `Labeler`.
+  """
 
   def __init__(self, labeler: Labeler, *, signed: bool, complete: bool):
     if not isinstance(labeler, Labeler):
@@ -202,13 +221,13 @@ class _GraphOracle:
 
   def minibatch(self, rng, batch_size, embed=None) -> Minibatch:
     del embed
-    b = _check_batch(batch_size, self.n)
+    b = check_batch_size(batch_size, self.n)
     idx = rng.choice(self.n, size=b, replace=False)
     return Minibatch(idx, self.block(idx, idx), self.degree()[idx], self.n,
                      uniform_pair_weights(b, self.n))
 
 
-class SupervisedOracle(_GraphOracle):
+class SupervisedOracle(GraphOracle):
   """Passive supervised oracle (Algorithm 2): random pairs in [N]².
 
   Each `query` asks `pairs_per_round` uniformly random pairs (i ≠ j).
@@ -218,7 +237,7 @@ class SupervisedOracle(_GraphOracle):
     pairs_per_round: pairs asked per round.
     signed: train on the ±1/0 view (else 1/0).
     complete: deduce by transitivity (else only the answered entries, the
-      naive passive baseline of 002 Fig. 6).
+      naive passive baseline of Cabannes et al. 2023 Fig. 6).
   """
 
   def __init__(self, labeler: Labeler, pairs_per_round: int = 10, *,

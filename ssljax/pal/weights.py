@@ -5,7 +5,8 @@ inverse probability of being drawn, which makes the estimate unbiased
 (Horvitz–Thompson). Kept free of JAX so that oracles import quickly.
 
 References:
-  002 Algorithm 1, eq. (11); FINDINGS (a) "002 / 001 losses".
+  Cabannes et al. 2023, "Active Self-Supervised Learning: A Few Low-Cost
+  Relationships Are All You Need", arXiv 2303.15256, Algorithm 1, eq. (11).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def group_pair_weights(groups, num_groups: int,
                        groups_per_batch: int) -> np.ndarray:
   """1/π when m of M groups are drawn uniformly and all their members kept.
 
-  This is the SSL oracle's minibatch (002 Algorithm 2): a group is the set
-  of V views of one source sample. π = m/M for a sample or a pair in one
-  group, and m(m−1)/(M(M−1)) for a pair across two groups.
+  This is the SSL oracle's minibatch (Cabannes et al. 2023 Algorithm 2): a group
+  is the set of V views of one source sample. π = m/M for a sample or a pair in
+  one group, and m(m−1)/(M(M−1)) for a pair across two groups.
 
   Args:
     groups: (B,) int group id of each minibatch row.

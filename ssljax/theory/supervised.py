@@ -1,7 +1,7 @@
-"""Supervised theory of SSL (paper 000): closed-form linear heads.
+"""Supervised theory of SSL (Balestriero & LeCun 2024): closed-form heads.
 
-Paper 000 writes features and targets as columns, F = f(X): K×N and
-Y: C×N, and the head as W F + b1ᵀ with W: C×K. This library uses rows:
+Paper Balestriero & LeCun 2024 writes features and targets as columns, F = f(X):
+K×N and Y: C×N, and the head as W F + b1ᵀ with W: C×K. This library uses rows:
 
     f: (N, K) features,  y: (N, C) targets,  predictions f @ W + b,
 
@@ -13,9 +13,13 @@ All functions are pure jnp (jit-able, differentiable in `f`/`z`) except
 that `ridge` must be a concrete Python/NumPy scalar (it selects a solve or a
 pseudo-inverse).
 
-References (keys of /work/shared/papers; FINDINGS.md overrides the papers):
-  000 Balestriero & LeCun 2024, eq. (1), Lemma 1, Theorem 2, App. A, App. B;
-  FINDINGS.md (a) "000" and (b) 000 errata 2, 4, 6, 9.
+References:
+  Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A Supervised
+  Theory", eq. (1), Lemma 1, Theorem 2, App. A, App. B (the paper uses columns,
+  F = f(X): K×N; this module uses rows). Corrections used here: the SVD in Lemma
+  1 is that of the centred f(X)H, not of f(X); the 1/N appears once, outside
+  D_kk = s_k²/(s_k² + λN) ∈ [0, 1); App. B needs W with orthonormal rows (WWᵀ =
+  I_K, K <= C) and its 1/P throughout.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ssljax import graphs
+from ssljax import checks, graphs
 
 __all__ = [
     "ridge_head",
@@ -37,20 +41,6 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # Boundary checks.
 # ---------------------------------------------------------------------------
-
-
-def _as_float(x) -> jax.Array:
-  x = jnp.asarray(x)
-  if not jnp.issubdtype(x.dtype, jnp.floating):
-    x = x.astype(jnp.result_type(float))
-  return x
-
-
-def _check_rank2(x, name: str, what: str) -> None:
-  if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
-    raise ValueError(f"{name} must be a non-empty rank-2 {what} array, got"
-                     f" shape {x.shape}")
-  graphs._check_finite(x, name)  # pylint: disable=protected-access
 
 
 def _check_rows(a, b, name_a: str, name_b: str) -> None:
@@ -79,7 +69,7 @@ def _centred_svd(f_NxK: jax.Array):
   """Thin SVD of the column-centred features Hf = V S Uᵀ (rows convention).
 
   V (N, r) are the right singular vectors of the paper's centred F H
-  (000 erratum 2: centred, not f(X) itself), r = min(N, K).
+  (centred, not f(X) itself as the main text says), r = min(N, K).
   """
   fc_NxK = f_NxK - jnp.mean(f_NxK, axis=0, keepdims=True)
   v_Nxr, s_r, _ = jnp.linalg.svd(fc_NxK, full_matrices=False)
@@ -101,7 +91,7 @@ def _shrinkage(s_r: jax.Array, ridge: float, n: int) -> jax.Array:
 
 
 def ridge_head(f, y, ridge: float) -> tuple[jax.Array, jax.Array]:
-  """Closed-form minimiser (W, b) of the ridge-regression head, 000 eq. (1).
+  """Closed-form minimiser (W, b) of the ridge-regression head of eq. (1).
 
   Minimises, over W (K, C) and b (C,),
 
@@ -113,8 +103,8 @@ def ridge_head(f, y, ridge: float) -> tuple[jax.Array, jax.Array]:
       W* = (fcᵀ fc + NλI)⁻¹ fcᵀ yc,   b* = mean(y) − mean(f) W*,
 
   i.e. the paper's W* = Y H Fᵀ(F H Fᵀ + NλI)⁻¹ and b* = (Y − W*F)1/N
-  (FINDINGS (a) "000" closed form). For λ = 0 the minimiser is not unique
-  when fc has rank < K; the minimum-norm one (pseudo-inverse) is returned.
+  (its App. A.1). For λ = 0 the minimiser is not unique when fc has rank < K;
+  the minimum-norm one (pseudo-inverse) is returned.
 
   Args:
     f: (N, K) features (rows = samples), float32 or float64.
@@ -123,7 +113,7 @@ def ridge_head(f, y, ridge: float) -> tuple[jax.Array, jax.Array]:
 
   Returns:
     (W, b): W of shape (K, C) (the paper's Wᵀ) and b of shape (C,), in the
-    promoted dtype of f and y.
+      promoted dtype of f and y.
 
   Raises:
     ValueError: if f or y is not a non-empty rank-2 array, their numbers of
@@ -131,8 +121,9 @@ def ridge_head(f, y, ridge: float) -> tuple[jax.Array, jax.Array]:
       f or y has NaN/inf.
 
   References:
-    000 eq. (1) and App. A.1 ("Solving for b", "Solving for W");
-    FINDINGS (a) "000".
+    Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A
+    Supervised Theory", eq. (1) and App. A.1 ("Solving for b", "Solving for W");
+    H = I − 11ᵀ/N (the printed 11⁻¹ is a typo).
 
   Example:
     >>> f = jnp.array([[0.], [1.], [2.]]); y = jnp.array([[1.], [3.], [5.]])
@@ -140,9 +131,9 @@ def ridge_head(f, y, ridge: float) -> tuple[jax.Array, jax.Array]:
     >>> [round(float(w[0, 0]), 4), round(float(b[0]), 4)]
     [2.0, 1.0]
   """
-  f_NxK, y_NxC = _as_float(f), _as_float(y)
-  _check_rank2(f_NxK, "f", "(N, K)")
-  _check_rank2(y_NxC, "y", "(N, C)")
+  f_NxK, y_NxC = checks.as_float(f), checks.as_float(y)
+  checks.check_nonempty_matrix(f_NxK, "f", "(N, K)")
+  checks.check_nonempty_matrix(y_NxC, "y", "(N, C)")
   _check_rows(f_NxK, y_NxC, "f", "y")
   ridge = _check_ridge(ridge)
   dtype = jnp.result_type(f_NxK, y_NxC)
@@ -161,7 +152,7 @@ def ridge_head(f, y, ridge: float) -> tuple[jax.Array, jax.Array]:
 
 
 def ridge_head_loss(f, y, w, b, ridge: float) -> jax.Array:
-  """Value of 000 eq. (1) in rows: (1/N)‖f W + 1bᵀ − y‖² + λ‖W‖².
+  """Value of eq. (1) in rows: (1/N)‖f W + 1bᵀ − y‖² + λ‖W‖².
 
   Args:
     f: (N, K) features.
@@ -177,12 +168,12 @@ def ridge_head_loss(f, y, w, b, ridge: float) -> jax.Array:
     ValueError: on mismatched shapes or a bad ridge.
 
   References:
-    000 eq. (1).
+    Balestriero & LeCun 2024 eq. (1).
   """
-  f_NxK, y_NxC = _as_float(f), _as_float(y)
-  w_KxC, b_C = _as_float(w), _as_float(b)
-  _check_rank2(f_NxK, "f", "(N, K)")
-  _check_rank2(y_NxC, "y", "(N, C)")
+  f_NxK, y_NxC = checks.as_float(f), checks.as_float(y)
+  w_KxC, b_C = checks.as_float(w), checks.as_float(b)
+  checks.check_nonempty_matrix(f_NxK, "f", "(N, K)")
+  checks.check_nonempty_matrix(y_NxC, "y", "(N, C)")
   _check_rows(f_NxK, y_NxC, "f", "y")
   if w_KxC.shape != (f_NxK.shape[1], y_NxC.shape[1]):
     raise ValueError(f"w must have shape (K, C) = "
@@ -202,18 +193,18 @@ def ridge_head_loss(f, y, w, b, ridge: float) -> jax.Array:
 
 
 def lemma1_objective(f, g, ridge: float) -> jax.Array:
-  """Trace objective of 000 Lemma 1: min over (W, b) of eq. (1) from (f, G).
+  """Trace objective of Lemma 1: min over (W, b) of eq. (1) from (f, G).
 
       min_{W,b} L = −(1/N) Tr(VᵀGVD) + Tr(HGH)/N,
 
   with Hf = V S Uᵀ the thin SVD of the column-centred features (the
-  paper's SVD of the centred F H, 000 erratum 2: the uncentred SVD gives a
-  wrong value), D_kk = s_k²/(s_k² + λN) and the 1/N counted once, outside
-  D (000 erratum 4). For λ = 0, D_kk = 1{s_k > 0} and the value is
-  Tr(HGH)/N − Tr(VᵀGV)/N. Because HV = V, G and HGH give the same trace
-  term. When G = y yᵀ this equals `ridge_head_loss` at `ridge_head`
-  (FINDINGS (a) "000", checked in tests); for any other symmetric G it is
-  the same expression evaluated with that G.
+  paper's SVD of the centred F H; the uncentred SVD of the main text gives a
+  wrong value), D_kk = s_k²/(s_k² + λN) and the 1/N counted once, outside D (the
+  proof of Theorem 2 redefines D with an extra 1/N). For λ = 0, D_kk = 1{s_k >
+  0} and the value is Tr(HGH)/N − Tr(VᵀGV)/N. Because HV = V, G and HGH give the
+  same trace term. When G = y yᵀ this equals `ridge_head_loss` at `ridge_head`
+  (checked in tests); for any other symmetric G it is the same expression
+  evaluated with that G.
 
   Args:
     f: (N, K) features (rows = samples; the paper's Fᵀ).
@@ -228,11 +219,12 @@ def lemma1_objective(f, g, ridge: float) -> jax.Array:
       (N, N) graph, ridge < 0, or (concrete) an input has NaN/inf.
 
   References:
-    000 Lemma 1, eq. (2), App. A.1; FINDINGS (a) "000" and (b) 000 errata
-    2, 4, 6.
+    Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A
+    Supervised Theory", Lemma 1, eq. (2), App. A.1, with the SVD of the centred
+    f(X)H, the 1/N counted once, and D_kk ∈ [0, 1) (> 0 iff s_k > 0).
   """
-  f_NxK = _as_float(f)
-  _check_rank2(f_NxK, "f", "(N, K)")
+  f_NxK = checks.as_float(f)
+  checks.check_nonempty_matrix(f_NxK, "f", "(N, K)")
   n = f_NxK.shape[0]
   g_NxN = _graph(g, n).astype(f_NxK.dtype)
   ridge = _check_ridge(ridge)
@@ -244,7 +236,7 @@ def lemma1_objective(f, g, ridge: float) -> jax.Array:
 
 
 def sigma_gradient(f, g, ridge: float) -> jax.Array:
-  """Theorem 2 of 000: ∂(min_{W,b} L)/∂σ_k with the singular vectors fixed.
+  """Theorem 2: ∂(min_{W,b} L)/∂σ_k with the singular vectors held fixed.
 
       ∂/∂σ_k = −(VᵀGV)_kk · 2σ_kλ / (σ_k² + λN)²,
 
@@ -260,19 +252,18 @@ def sigma_gradient(f, g, ridge: float) -> jax.Array:
     ridge: λ >= 0, a concrete scalar.
 
   Returns:
-    (min(N, K),) array of derivatives, ordered as the descending singular
-    values of Hf (`jnp.linalg.svd(f - f.mean(0), full_matrices=False)[1]`).
+    (min(N, K),) array of derivatives, ordered as the descending singular values
+      of Hf (`jnp.linalg.svd(f - f.mean(0), full_matrices=False)[1]`).
 
   Raises:
     ValueError: as `lemma1_objective`.
 
   References:
-    000 Theorem 2 and App. A.2 (with 000 erratum 4: the proof drops the
-    minus sign and 1/N and has a spurious minus; the final statement is
-    right); FINDINGS (a) "000".
+    Balestriero & LeCun 2024 Theorem 2 and App. A.2 (the proof drops the minus
+    sign and 1/N and has a spurious minus; the final statement is right).
   """
-  f_NxK = _as_float(f)
-  _check_rank2(f_NxK, "f", "(N, K)")
+  f_NxK = checks.as_float(f)
+  checks.check_nonempty_matrix(f_NxK, "f", "(N, K)")
   n = f_NxK.shape[0]
   g_NxN = _graph(g, n).astype(f_NxK.dtype)
   ridge = _check_ridge(ridge)
@@ -287,10 +278,11 @@ def sigma_gradient(f, g, ridge: float) -> jax.Array:
 
 
 def orthogonal_head_objective(z, y) -> tuple[jax.Array, jax.Array]:
-  """Minimum of the squared loss over heads with orthonormal rows, 000 App. B.
+  """Minimum of the squared loss over heads with orthonormal rows (App. B).
 
   App. B already uses rows: z (P, K), y (P, C), and W (K, C) with
-  W Wᵀ = I_K (this needs K <= C; 000 erratum 9). Then ‖zW‖ = ‖z‖ and
+  W Wᵀ = I_K (this needs K <= C; the formula is false for K > C). Then ‖zW‖ =
+  ‖z‖ and
 
       min_W (1/P)‖z W − y‖² = (1/P)(‖z‖² + Tr G − 2‖zᵀy‖_*),  G = y yᵀ,
 
@@ -310,12 +302,14 @@ def orthogonal_head_objective(z, y) -> tuple[jax.Array, jax.Array]:
       rows differ, K > C, or (concrete) an input has NaN/inf.
 
   References:
-    000 App. B (with the 1/P restored and W ∈ {W : WWᵀ = I_K}, erratum 9);
-    FINDINGS (a) "000" App. B.
+    Balestriero & LeCun 2024, "The Birth of Self Supervised Learning: A
+    Supervised Theory", App. B, with the 1/P restored and W ∈ {W : WWᵀ = I_K}, K
+    <= C (the formula is false for K > C): min = (1/P)(‖Z‖² + Tr G − 2‖ZᵀY‖_*),
+    attained at W* = UVᵀ where ZᵀY = UΣVᵀ.
   """
-  z_PxK, y_PxC = _as_float(z), _as_float(y)
-  _check_rank2(z_PxK, "z", "(P, K)")
-  _check_rank2(y_PxC, "y", "(P, C)")
+  z_PxK, y_PxC = checks.as_float(z), checks.as_float(y)
+  checks.check_nonempty_matrix(z_PxK, "z", "(P, K)")
+  checks.check_nonempty_matrix(y_PxC, "y", "(P, C)")
   _check_rows(z_PxK, y_PxC, "z", "y")
   k, c = z_PxK.shape[1], y_PxC.shape[1]
   if k > c:

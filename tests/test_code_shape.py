@@ -1,0 +1,112 @@
+"""The shape of the library's code, kept by tests.
+
+- A private name (`_name`) is used only in the module that defines it: no
+  module of `ssljax/` imports another module's `_name` or reads
+  `module._name` / `obj.attr._name`. A helper two modules need is a public
+  name of a shared module (`ssljax.checks`, `ssljax.graphs`).
+- No module of `ssljax/` is longer than MAX_LINES.
+- Code, configs, tests and experiments cite papers by authors, year, title
+  or arXiv id and equation, never a file outside the repository.
+- The loss library does not import the active-learning package.
+"""
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MAX_LINES = 450
+
+
+def _library_modules():
+  return sorted((ROOT / "ssljax").rglob("*.py"))
+
+
+def private_uses(path: pathlib.Path) -> list[str]:
+  """`file:line name` for each use of another module's private name."""
+  tree = ast.parse(path.read_text())
+  found, modules = [], set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+        "ssljax"):
+      for alias in node.names:
+        if alias.name.startswith("_"):
+          found.append(f"{path}:{node.lineno} imports {alias.name}")
+        else:
+          modules.add(alias.asname or alias.name)
+    elif isinstance(node, ast.Import):
+      for alias in node.names:
+        if alias.name.startswith("ssljax"):
+          modules.add(alias.asname or alias.name.split(".")[0])
+  for node in ast.walk(tree):
+    if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+            and not node.attr.startswith("__")):
+      continue
+    owner = node.value
+    if (isinstance(owner, ast.Name) and owner.id in modules) or isinstance(
+        owner, ast.Attribute):
+      found.append(f"{path}:{node.lineno} reads {ast.unparse(node)}")
+  return found
+
+
+def test_no_private_name_crosses_a_module():
+  uses = [u for p in _library_modules() for u in private_uses(p)]
+  assert not uses, "\n".join(uses)
+
+
+@pytest.mark.parametrize("folder", ["experiments", "benchmarks"])
+def test_scripts_use_only_public_library_names(folder):
+  uses = [u for p in sorted((ROOT / folder).glob("*.py"))
+          for u in private_uses(p)]
+  assert not uses, "\n".join(uses)
+
+
+# train.py is being reworked separately (checkpoint restore, config
+# validation); it is the one module allowed over the limit until then.
+LONG_MODULES = {"ssljax/train.py"}
+
+
+def test_library_modules_are_short():
+  long = {}
+  for path in _library_modules():
+    rel = path.relative_to(ROOT).as_posix()
+    n = len(path.read_text().splitlines())
+    if n > MAX_LINES and rel not in LONG_MODULES:
+      long[rel] = n
+  assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+# Files outside the repository that code once pointed to (spelled in two
+# parts so that this file does not match itself).
+_OUTSIDE = ("FIND" + "INGS", "shared" + "/papers", "../" + "shared",
+            "DESIGN" + ".md", "STYLE" + ".md")
+
+
+@pytest.mark.parametrize("folder",
+                         ["ssljax", "tests", "experiments", "configs",
+                          "benchmarks"])
+def test_no_reference_outside_the_repository(folder):
+  pattern = re.compile("|".join(re.escape(s) for s in _OUTSIDE), re.I)
+  hits = []
+  for path in sorted((ROOT / folder).rglob("*")):
+    if path.suffix not in (".py", ".md", ".txt", ".toml", ".yaml", ".json"):
+      continue
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+      if pattern.search(line):
+        hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+  assert not hits, "\n".join(hits)
+
+
+def test_losses_do_not_depend_on_active_learning():
+  """ssljax.losses is used by ssljax.pal, never the other way round."""
+  uses = []
+  for path in sorted((ROOT / "ssljax" / "losses").rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+               else [a.name for a in node.names]
+               if isinstance(node, ast.Import) else [])
+      uses += [f"{path.name}:{node.lineno} {n}" for n in names
+               if n == "ssljax.pal" or n.startswith("ssljax.pal.")]
+  assert not uses, uses
