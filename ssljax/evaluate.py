@@ -7,11 +7,12 @@ the validation split), so the same features give the same numbers.
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
 import numpy as np
 import optax
 import tqdm
 
-__all__ = ["linear_probe", "knn_accuracy", "DEFAULT_L2_GRID"]
+__all__ = ["linear_probe", "knn_accuracy", "extract_features", "DEFAULT_L2_GRID"]
 
 # L2 strengths on ½‖W‖² added to the mean cross-entropy. 1e-6 is close to no
 # regularisation for standardised features; 1e-1 shrinks hard.
@@ -207,3 +208,40 @@ def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
     pred = predict(jnp.asarray(np.pad(block, ((0, pad), (0, 0)))))
     correct += int(np.sum(np.asarray(pred)[:len(block)] == yte[start:start + block_size]))
   return correct / len(xte)
+
+
+def _representations(state, x):
+  """Encoder output h (before the projector), BatchNorm in inference mode."""
+  h, _ = state.apply_fn({"params": state.params, "batch_stats": state.batch_stats},
+                        x, train=False)
+  return h
+
+
+def extract_features(state, images, batch_size, mesh,
+                     desc: str | None = None) -> np.ndarray:
+  """Encoder representations of a train state's network, batched over a mesh.
+
+  Args:
+    state: a ``ssljax.train.TrainState`` (its ``apply_fn`` returns the
+      encoder output h and the projection; BatchNorm runs in inference mode).
+    images: uint8 (N, H, W, C) images, scaled here to [0, 1].
+    batch_size: images per forward pass, rounded down to a multiple of the
+      mesh size; the last batch is padded so one program serves all.
+    mesh: the ``jax.sharding.Mesh`` with a "data" axis to shard batches over.
+    desc: if given, a progress bar with this label (one tick per batch).
+
+  Returns:
+    float32 (N, D) encoder outputs (before the projector), rows as images.
+  """
+  sharding = NamedSharding(mesh, P("data"))
+  fn = jax.jit(_representations, out_shardings=NamedSharding(mesh, P()))
+  batch_size -= batch_size % mesh.size  # divisible over the devices
+  out = []
+  for start in tqdm.trange(0, len(images), batch_size, desc=desc,
+                           unit="batch", disable=desc is None):
+    chunk = images[start:start + batch_size].astype(np.float32) / 255.0
+    pad = batch_size - len(chunk)  # one compiled shape for every batch
+    chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * 3)
+    h = fn(state, jax.device_put(chunk, sharding))
+    out.append(np.asarray(jax.device_get(h))[:batch_size - pad])
+  return np.concatenate(out).astype(np.float32)

@@ -26,6 +26,7 @@ import tqdm
 
 from ssljax import (checkpoints, config_validation, data, evaluate, graphs,
                     methods, models, monitor)
+from ssljax.evaluate import extract_features  # re-exported (train.__all__)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
            "create_network", "create_train_state", "train_step",
@@ -211,33 +212,6 @@ def make_mesh(devices=None):
   devices = jax.devices() if devices is None else devices
   return jax.sharding.Mesh(np.asarray(devices), ("data",),
                            axis_types=(jax.sharding.AxisType.Auto,))
-
-
-def _representations(state: TrainState, x):
-  """Encoder output h (before the projector), BatchNorm in inference mode."""
-  h, _ = state.apply_fn({"params": state.params, "batch_stats": state.batch_stats},
-                        x, train=False)
-  return h
-
-
-def extract_features(state, images, batch_size, mesh,
-                     desc: str | None = None) -> np.ndarray:
-  """Encoder representations of uint8 images (N, H, W, C) → float32 (N, D).
-
-  ``desc``: if given, a progress bar with this label (one tick per batch).
-  """
-  sharding = NamedSharding(mesh, P("data"))
-  fn = jax.jit(_representations, out_shardings=NamedSharding(mesh, P()))
-  batch_size -= batch_size % mesh.size  # divisible over the devices
-  out = []
-  for start in tqdm.trange(0, len(images), batch_size, desc=desc,
-                           unit="batch", disable=desc is None):
-    chunk = images[start:start + batch_size].astype(np.float32) / 255.0
-    pad = batch_size - len(chunk)  # one compiled shape for every batch
-    chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * 3)
-    h = fn(state, jax.device_put(chunk, sharding))
-    out.append(np.asarray(jax.device_get(h))[:batch_size - pad])
-  return np.concatenate(out).astype(np.float32)
 
 
 def known_labels(labels: np.ndarray, config: ml_collections.ConfigDict) -> np.ndarray:
