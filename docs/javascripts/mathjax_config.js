@@ -1,0 +1,31 @@
+// MathJax 3 settings for pymdownx.arithmatex (generic mode): it wraps maths in
+// \( \) and \[ \] inside elements of class "arithmatex"; only those are typeset.
+window.MathJax = {
+  tex: {
+    inlineMath: [["\\(", "\\)"]],
+    displayMath: [["\\[", "\\]"]],
+    processEscapes: true,
+    processEnvironments: true
+  },
+  options: {
+    ignoreHtmlClass: ".*|",
+    processHtmlClass: "arithmatex"
+  },
+  chtml: {
+    // Fonts are shipped next to tex-chtml.js (docs/javascripts/mathjax/).
+    fontURL: new URL("mathjax/output/chtml/fonts/woff-v2",
+                     document.currentScript.src).href
+  }
+};
+
+// Material's instant navigation replaces the page without reloading scripts.
+if (window.document$) {
+  document$.subscribe(() => {
+    if (window.MathJax && MathJax.typesetPromise) {
+      MathJax.startup.output.clearCache();
+      MathJax.typesetClear();
+      MathJax.texReset();
+      MathJax.typesetPromise();
+    }
+  });
+}
