@@ -123,6 +123,7 @@ def _open(browser, url):
   page.wait_for_function(
       "() => window.MathJax && MathJax.startup && MathJax.startup.promise")
   page.evaluate("() => MathJax.startup.promise")
+  page.evaluate("() => document.fonts.ready")
   return page, errors, offsite
 
 
@@ -146,6 +147,11 @@ def test_theory_equations_render(server, browser, rel, tmp_path):
     n_typeset = page.locator(".arithmatex mjx-container").count()
     raw = RAW_TEX.findall(page.inner_text("article"))
     merrors = page.locator("mjx-merror").count()
+    # A typeset character draws its glyph through CSS ::before; without the
+    # character styles the equations take space but show nothing.
+    blank = page.evaluate("""() => [...document.querySelectorAll(
+        '.arithmatex mjx-c')].filter(c => getComputedStyle(c, '::before')
+        .content === 'none').length""")
     if rel == "theory/002_pal.html":
       page.screenshot(path=str(tmp_path / "theory_002_pal.png"), full_page=True)
   finally:
@@ -153,6 +159,7 @@ def test_theory_equations_render(server, browser, rel, tmp_path):
   assert n_math >= 5, f"{rel}: only {n_math} equations"
   assert n_typeset == n_math, f"{rel}: {n_typeset} of {n_math} typeset"
   assert merrors == 0, f"{rel}: {merrors} TeX errors (mjx-merror)"
+  assert blank == 0, f"{rel}: {blank} typeset characters without a glyph"
   assert not raw, f"{rel}: raw TeX left in the text: {raw[:5]}"
   assert not errors and not offsite, (errors, offsite)
 
@@ -182,3 +189,39 @@ def test_no_reference_to_files_outside_the_repository():
     text = path.read_text(errors="replace")
     hits += [f"{f}: {n}" for n in needles if n in text]
   assert not hits, hits
+
+
+def _defined_names(path):
+  """{"Class::test", "test"} names defined in a test file (static, no import)."""
+  import ast  # pylint: disable=import-outside-toplevel
+  tree = ast.parse(path.read_text())
+  names = set()
+  for node in tree.body:
+    if isinstance(node, ast.FunctionDef):
+      names.add(node.name)
+    elif isinstance(node, ast.ClassDef):
+      for sub in node.body:
+        if isinstance(sub, ast.FunctionDef):
+          names.add(f"{node.name}::{sub.name}")
+  return names
+
+
+def test_cited_tests_exist():
+  """Every `tests/x.py::Class::test` the pages cite is defined.
+
+  A bare `::Class::test` refers to the file of the previous full id.
+  """
+  cite = re.compile(r"(tests/test_\w+\.py)?((?:::\w+)+)")
+  missing, n = [], 0
+  for md in sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]:
+    current = None
+    for m in cite.finditer(md.read_text()):
+      current = m.group(1) or current
+      if current is None:
+        continue
+      n += 1
+      name = m.group(2)[2:]
+      if name not in _defined_names(ROOT / current):
+        missing.append(f"{md.relative_to(ROOT)}: {current}::{name}")
+  assert n > 100, n
+  assert not missing, missing

@@ -17,15 +17,5 @@ window.MathJax = {
                      document.currentScript.src).href
   }
 };
-
-// Material's instant navigation replaces the page without reloading scripts.
-if (window.document$) {
-  document$.subscribe(() => {
-    if (window.MathJax && MathJax.typesetPromise) {
-      MathJax.startup.output.clearCache();
-      MathJax.typesetClear();
-      MathJax.texReset();
-      MathJax.typesetPromise();
-    }
-  });
-}
+// Pages are loaded in full (no `navigation.instant`), so MathJax typesets
+// each page once at start-up; nothing to re-run on navigation.
