@@ -225,3 +225,15 @@ def test_cited_tests_exist():
         missing.append(f"{md.relative_to(ROOT)}: {current}::{name}")
   assert n > 100, n
   assert not missing, missing
+
+
+def test_readme_examples_run():
+  """The README's Python examples run as printed (each in a fresh process)."""
+  blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(),
+                      flags=re.S)
+  assert len(blocks) >= 2
+  for code in blocks:
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, code + proc.stderr[-3000:]
