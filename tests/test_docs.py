@@ -237,3 +237,15 @@ def test_readme_examples_run():
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 0, code + proc.stderr[-3000:]
+
+
+def test_no_bare_pipe_in_table_maths():
+  """Inside a Markdown table a bare | in $...$ splits the cell: use \\lvert."""
+  bad = []
+  for md in sorted((ROOT / "docs").rglob("*.md")):
+    for i, line in enumerate(md.read_text().split("\n"), 1):
+      if line.startswith("|"):
+        bad += [f"{md.relative_to(ROOT)}:{i}: {m}"
+                for m in re.findall(r"\$[^$]+\$", line)
+                if re.search(r"(?<!\\)\|", m)]
+  assert not bad, bad
