@@ -1,0 +1,251 @@
+"""The documentation site: builds strictly, renders its maths offline, no errors.
+
+1. `mkdocs build --strict` (once per module, into a temporary directory): a
+   broken link, a missing API object or a docstring that fails to render is
+   an error.
+2. Every page of the built site is opened in headless Chromium (playwright,
+   Debian's /usr/bin/chromium) from a local HTTP server on 127.0.0.1; requests
+   to any other host are refused, so the site must work offline. Every page
+   must load without console errors; every theory page must have typeset
+   equations (MathJax output present, no raw TeX delimiters left in the
+   visible text). Screenshots of the paper-002 theory page and of the
+   `ssljax.losses` API page are saved under the test's tmp_path.
+
+`make setup` installs chromium and the `docs` extra (mkdocs-material,
+mkdocstrings[python], playwright); without them these tests fail, they do not
+skip.
+"""
+
+import functools
+import http.server
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+    "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+THEORY_PAGES = ["theory/000_supervised.html", "theory/001_spectral.html",
+                "theory/002_pal.html", "theory/003_dynamics.html",
+                "theory/004_frossl.html"]
+# Raw TeX that MathJax should have replaced: \( \) \[ \] or $...$.
+RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$[^$\s][^$]*\$")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+  """Builds the site once for this module; returns its directory."""
+  out = tmp_path_factory.mktemp("site")
+  proc = subprocess.run(
+      [sys.executable, "-m", "mkdocs", "build", "--strict", "--clean",
+       "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
+      cwd=ROOT, capture_output=True, text=True, timeout=600,
+      env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+  if proc.returncode != 0:
+    pytest.fail("mkdocs build --strict failed (is the docs extra installed? "
+                "`make setup`):\n" + proc.stdout[-4000:] + proc.stderr[-8000:])
+  return out
+
+
+def test_build_strict(site):
+  pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
+  for page in ["index.html", "getting_started.html", "results.html",
+               "reproducing.html", "api/losses.html", *THEORY_PAGES]:
+    assert page in pages, (page, pages)
+  losses = (site / "api" / "losses.html").read_text()
+  for name in ["vicreg_two_view", "simclr_terms", "spectral_contrastive_two_view",
+               "frossl_terms", "wmse_two_view", "edge_vic2_terms"]:
+    assert f'id="ssljax.losses.{name}"' in losses, name
+
+
+@pytest.fixture(scope="module")
+def server(site):
+  """Serves the built site on 127.0.0.1 from a thread; yields its base URL."""
+  handler = functools.partial(_QuietHandler, directory=str(site))
+  httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+  thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+  thread.start()
+  yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+  httpd.shutdown()
+  httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+
+  def log_message(self, *args):
+    pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+  try:
+    from playwright.sync_api import sync_playwright  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    pytest.fail(f"playwright is not installed ({e}); `make setup` installs "
+                "the docs extra")
+  if not os.path.exists(CHROMIUM):
+    pytest.fail(f"{CHROMIUM} not found; `make setup` installs Debian's "
+                "chromium package")
+  with sync_playwright() as pw:
+    b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                           headless=True)
+    yield b
+    b.close()
+
+
+def _open(browser, url):
+  """Opens url; returns (page, console errors, refused off-site requests)."""
+  page = browser.new_page(viewport={"width": 1280, "height": 900})
+  errors, offsite = [], []
+  page.on("console", lambda m: errors.append(m.text)
+          if m.type == "error" else None)
+  page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+
+  def route(r):
+    if r.request.url.startswith("http://127.0.0.1:"):
+      r.continue_()
+    else:
+      offsite.append(r.request.url)
+      r.abort()
+
+  page.route("**/*", route)
+  page.goto(url, wait_until="load")
+  # Typesetting is asynchronous: wait until MathJax has finished the page.
+  page.wait_for_function(
+      "() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+  page.evaluate("() => MathJax.startup.promise")
+  page.evaluate("() => document.fonts.ready")
+  return page, errors, offsite
+
+
+def test_pages_without_console_errors(site, server, browser):
+  pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                 if p.name != "404.html")
+  problems = {}
+  for rel in pages:
+    page, errors, offsite = _open(browser, server + rel)
+    page.close()
+    if errors or offsite:
+      problems[rel] = {"console errors": errors, "off-site requests": offsite}
+  assert not problems, problems
+
+
+@pytest.mark.parametrize("rel", THEORY_PAGES)
+def test_theory_equations_render(server, browser, rel, tmp_path):
+  page, errors, offsite = _open(browser, server + rel)
+  try:
+    n_math = page.locator(".arithmatex").count()
+    n_typeset = page.locator(".arithmatex mjx-container").count()
+    raw = RAW_TEX.findall(page.inner_text("article"))
+    merrors = page.locator("mjx-merror").count()
+    # A typeset character draws its glyph through CSS ::before; without the
+    # character styles the equations take space but show nothing.
+    blank = page.evaluate("""() => [...document.querySelectorAll(
+        '.arithmatex mjx-c')].filter(c => getComputedStyle(c, '::before')
+        .content === 'none').length""")
+    if rel == "theory/002_pal.html":
+      page.screenshot(path=str(tmp_path / "theory_002_pal.png"), full_page=True)
+  finally:
+    page.close()
+  assert n_math >= 5, f"{rel}: only {n_math} equations"
+  assert n_typeset == n_math, f"{rel}: {n_typeset} of {n_math} typeset"
+  assert merrors == 0, f"{rel}: {merrors} TeX errors (mjx-merror)"
+  assert blank == 0, f"{rel}: {blank} typeset characters without a glyph"
+  assert not raw, f"{rel}: raw TeX left in the text: {raw[:5]}"
+  assert not errors and not offsite, (errors, offsite)
+
+
+def test_api_losses_screenshot(server, browser, tmp_path):
+  page, errors, _ = _open(browser, server + "api/losses.html")
+  try:
+    assert page.locator('[id="ssljax.losses.vicreg_two_view"]').count() == 1
+    page.screenshot(path=str(tmp_path / "api_losses.png"))
+  finally:
+    page.close()
+  assert not errors, errors
+  assert (tmp_path / "api_losses.png").stat().st_size > 10_000
+
+
+@pytest.mark.xfail(strict=False, reason="code branch removes them")
+def test_no_reference_to_files_outside_the_repository():
+  # Spelled in pieces so that this file does not match itself.
+  needles = ["FIND" + "INGS", "../" + "shared"]
+  files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.split()
+  hits = []
+  for f in files:
+    path = ROOT / f
+    if not path.is_file() or path.suffix in {".png", ".woff", ".gz"}:
+      continue
+    text = path.read_text(errors="replace")
+    hits += [f"{f}: {n}" for n in needles if n in text]
+  assert not hits, hits
+
+
+def _defined_names(path):
+  """{"Class::test", "test"} names defined in a test file (static, no import)."""
+  import ast  # pylint: disable=import-outside-toplevel
+  tree = ast.parse(path.read_text())
+  names = set()
+  for node in tree.body:
+    if isinstance(node, ast.FunctionDef):
+      names.add(node.name)
+    elif isinstance(node, ast.ClassDef):
+      for sub in node.body:
+        if isinstance(sub, ast.FunctionDef):
+          names.add(f"{node.name}::{sub.name}")
+  return names
+
+
+def test_cited_tests_exist():
+  """Every `tests/x.py::Class::test` the pages cite is defined.
+
+  A bare `::Class::test` refers to the file of the previous full id.
+  """
+  cite = re.compile(r"(tests/test_\w+\.py)?((?:::\w+)+)")
+  missing, n = [], 0
+  for md in sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]:
+    current = None
+    for m in cite.finditer(md.read_text()):
+      current = m.group(1) or current
+      if current is None:
+        continue
+      n += 1
+      name = m.group(2)[2:]
+      if name not in _defined_names(ROOT / current):
+        missing.append(f"{md.relative_to(ROOT)}: {current}::{name}")
+  assert n > 100, n
+  assert not missing, missing
+
+
+def test_readme_examples_run():
+  """The README's Python examples run as printed (each in a fresh process)."""
+  blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(),
+                      flags=re.S)
+  assert len(blocks) >= 2
+  for code in blocks:
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, code + proc.stderr[-3000:]
+
+
+def test_no_bare_pipe_in_table_maths():
+  """Inside a Markdown table a bare | in $...$ splits the cell: use \\lvert."""
+  bad = []
+  for md in sorted((ROOT / "docs").rglob("*.md")):
+    for i, line in enumerate(md.read_text().split("\n"), 1):
+      if line.startswith("|"):
+        bad += [f"{md.relative_to(ROOT)}:{i}: {m}"
+                for m in re.findall(r"\$[^$]+\$", line)
+                if re.search(r"(?<!\\)\|", m)]
+  assert not bad, bad
