@@ -175,7 +175,6 @@ def test_api_losses_screenshot(server, browser, tmp_path):
   assert (tmp_path / "api_losses.png").stat().st_size > 10_000
 
 
-@pytest.mark.xfail(strict=False, reason="code branch removes them")
 def test_no_reference_to_files_outside_the_repository():
   # Spelled in pieces so that this file does not match itself.
   needles = ["FIND" + "INGS", "../" + "shared"]

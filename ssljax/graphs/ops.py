@@ -46,8 +46,8 @@ def graph_matmul(g, z) -> jax.Array:
     (N, K) dense array of z's dtype.
 
   Raises:
-    TypeError/ValueError from jax if the shapes do not match (no checks here;
-      the losses check at their public boundary).
+    TypeError: raised by jax if the shapes do not match (there are no checks
+      here; the losses check at their public boundary).
   """
   return g.astype(z.dtype) @ z
 

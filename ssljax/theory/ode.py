@@ -63,7 +63,7 @@ def solve_ode(rhs, y0, ts, args, rtol: float, atol: float, max_steps: int):
     y at every ts: the pytree of y0 with a leading (T,) axis.
 
   Raises:
-    diffrax's error (at run time) if max_steps is reached.
+    RuntimeError: raised by diffrax (at run time) if max_steps is reached.
   """
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(rhs), diffrax.Tsit5(), t0=ts[0], t1=ts[-1], dt0=None,
