@@ -1,9 +1,11 @@
 """Helpers shared by the PAL experiment scripts (experiments/pal_*.py).
 
-Data of the controlled experiments (002 App. C.2, setup facts of the
-authors' notebooks as given in issue 5), the kernel-curve runner used by
-several figures, and plotting of mean ± std curves. Generic CLI / JSON /
-PNG helpers are in `_common.py`.
+Data of the controlled experiments of Cabannes et al. (2023), "Active
+Self-Supervised Learning: A Few Low-Cost Relationships Are All You Need",
+arXiv 2303.15256, App. C.2 (circles and Gaussian mixture), the kernel-curve
+runner used by several figures, named set-ups (`--setup`), the mean ± std
+tables and plotting. Generic CLI / JSON / PNG helpers are in `_common.py`.
+See docs/reproducing_pal.md for the set-ups of each figure.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def circles_test(rng: np.random.Generator, n_test: int, noise: float):
 
 
 def mixture(rng: np.random.Generator, n: int, noise: float = 0.3):
-  """Gaussian mixture X = Y + noise·E in R^4 (002 App. C.2.6)."""
+  """Gaussian mixture X = Y + noise·E in R^4 (Cabannes et al. 2023, arXiv 2303.15256,
+  App. C.2.6)."""
   while True:
     y = rng.integers(0, NUM_CLASSES, n)
     if np.unique(y).size == NUM_CLASSES:
@@ -124,11 +127,61 @@ def at(xs, ys, points) -> dict:
           for p in points}
 
 
-def parse_args(description: str, argv=None, *, trials: int = 100):
-  """`--out DIR`, `--fast` (as `_common.parse_args`) and `--trials`."""
+def table(xs, stats: dict, points) -> dict:
+  """{x: [mean, std]} of a mean/std curve at the x positions `points`.
+
+  Args:
+    xs: (L,) x values of the curve.
+    stats: {"mean": (L,), "std": (L,)} as from `mean_std`.
+    points: x positions; each must be one of xs (up to 1e-9).
+
+  Returns:
+    {x (float): [mean, std]} (python floats).
+
+  Raises:
+    ValueError: if a point is not an x value of the curve.
+  """
+  xs = np.asarray(xs, np.float64)
+  out = {}
+  for p in points:
+    i = int(np.argmin(np.abs(xs - p)))
+    if abs(xs[i] - p) > 1e-9:
+      raise ValueError(f"x = {p} is not on the curve (x values {xs})")
+    out[float(p)] = [float(np.asarray(stats["mean"])[i]),
+                     float(np.asarray(stats["std"])[i])]
+  return out
+
+
+def setup_config(setups: dict, name: str) -> dict:
+  """A copy of the named set-up; ValueError naming the known ones."""
+  if name not in setups:
+    raise ValueError(f"unknown setup {name!r}; known: {sorted(setups)}")
+  return dict(setups[name], setup=name)
+
+
+def parse_args(description: str, argv=None, *, trials: int = 100,
+               setups=("paper_notebook",)):
+  """`--out DIR`, `--fast` (as `_common.parse_args`), `--trials`, `--setup`.
+
+  Args:
+    description: the CLI help text.
+    argv: list of str (None: sys.argv[1:]).
+    trials: default of `--trials`.
+    setups: names accepted by `--setup`; the first is the default.
+
+  Returns:
+    argparse.Namespace with out (pathlib.Path, created), fast (bool),
+    trials (int) and setup (str).
+
+  Raises:
+    SystemExit: (argparse) on unknown arguments or setup names.
+  """
   import argparse
   import pathlib
   parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--setup", choices=tuple(setups), default=setups[0],
+                      help="named set-up (default: %(default)s); see the"
+                      " script docstring")
   parser.add_argument("--out", required=True, help="output directory")
   parser.add_argument("--fast", action="store_true",
                       help="tiny sizes: a smoke run of a few seconds")
