@@ -185,13 +185,6 @@ def plot_band(ax, x, stats: dict, label: str) -> None:
   ax.fill_between(x, m - s, m + s, alpha=0.2)
 
 
-def at(xs, ys, points) -> dict:
-  """{x: y} at the requested x positions (nearest available x)."""
-  xs = np.asarray(xs)
-  return {int(p): float(np.asarray(ys)[np.argmin(np.abs(xs - p))])
-          for p in points}
-
-
 def table(xs, stats: dict, points) -> dict:
   """{x: [mean, std]} of a mean/std curve at the x positions `points`.
 
