@@ -30,7 +30,8 @@ def circles_train(rng: np.random.Generator, n: int, noise: float):
     until every class appears (needed for the templates).
 
   References:
-    Cabannes et al. (2023), arXiv 2303.15256, App. C.2 (the circles data of Figs. 3, 4, 7, 8, 9).
+    Cabannes et al. (2023), arXiv 2303.15256, App. C.2 (the circles data
+    of Figs. 3, 4, 7, 8, 9).
   """
   while True:
     y = rng.integers(0, NUM_CLASSES, n)

@@ -4,9 +4,10 @@ Set-up `paper_notebook` (the only one, the default), the authors' released
 set-up: circles data (4 rings) with input noise 0.1, Laplacian kernel
 σ = 0.2, λ = 1e-3, N = 150, 1000 test points, 10 queries per step for 80
 steps, 4 initially known points (first of each class, known to be of
-distinct classes), contrastive graph (+1 / −1 / 0). Curves: "active" (Algorithm 3 with transitive
-completion), "passive" (random pairs, only the answered entries: the
-paper's baseline), "passive_completed" (random pairs + completion, extra).
+distinct classes), contrastive graph (+1 / −1 / 0). Curves: "active"
+(Algorithm 3 with transitive completion), "passive" (random pairs, only
+the answered entries: the paper's baseline), "passive_completed" (random
+pairs + completion, extra).
 Error = 1 − accuracy of a least-squares readout without bias on the 5
 kernel features, fitted on the test set ("oracle", the authors' choice) or
 on the training labels ("train"). One difference from the authors' run:

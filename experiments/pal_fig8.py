@@ -88,8 +88,8 @@ def corrupt_labels(y, order, replacement, count: int) -> np.ndarray:
     count: number of replaced labels, 0 ≤ count ≤ N.
 
   Returns:
-    (N,) int array ỹ (a copy); ỹ[order[:count]] = replacement[order[:count]],
-    the other entries equal y.
+    (N,) int array ỹ (a copy): ỹ[order[:count]] =
+    replacement[order[:count]], the other entries equal y.
 
   Raises:
     ValueError: on mismatched shapes or count outside [0, N].
