@@ -1,9 +1,11 @@
 """Helpers shared by the PAL experiment scripts (experiments/pal_*.py).
 
-Data of the controlled experiments (002 App. C.2, setup facts of the
-authors' notebooks as given in issue 5), the kernel-curve runner used by
-several figures, and plotting of mean ± std curves. Generic CLI / JSON /
-PNG helpers are in `_common.py`.
+Data of the controlled experiments of Cabannes et al. (2023), "Active
+Self-Supervised Learning: A Few Low-Cost Relationships Are All You Need",
+arXiv 2303.15256, App. C.2 (circles and Gaussian mixture), the kernel-curve
+runner used by several figures, named set-ups (`--setup`), the mean ± std
+tables and plotting. Generic CLI / JSON / PNG helpers are in `_common.py`.
+See docs/reproducing_pal.md for the set-ups of each figure.
 """
 
 from __future__ import annotations
@@ -16,9 +18,20 @@ NUM_CLASSES = 4
 
 
 def circles_train(rng: np.random.Generator, n: int, noise: float):
-  """Rings r ∈ {1..4} (label r − 1), uniform angle, + noise·N(0, I₂).
+  """Training circles: rings r ∈ {1..4} (label r − 1), uniform angle.
 
-  Resamples until every class appears (needed for the templates).
+  Args:
+    rng: numpy Generator.
+    n: number of points.
+    noise: std of the Gaussian input noise noise·N(0, I₂) (0: on the rings).
+
+  Returns:
+    (x (n, 2) float64, y (n,) int64 in [0, 4)); labels are resampled
+    until every class appears (needed for the templates).
+
+  References:
+    Cabannes et al. (2023), arXiv 2303.15256, App. C.2 (the circles data
+    of Figs. 3, 4, 7, 8, 9).
   """
   while True:
     y = rng.integers(0, NUM_CLASSES, n)
@@ -30,7 +43,19 @@ def circles_train(rng: np.random.Generator, n: int, noise: float):
 
 
 def circles_test(rng: np.random.Generator, n_test: int, noise: float):
-  """n_test/4 equally spaced angles per ring, + the same Gaussian noise."""
+  """Test circles: n_test // 4 equally spaced angles per ring.
+
+  Args:
+    rng: numpy Generator (used only when noise > 0).
+    n_test: number of test points (rounded down to a multiple of 4).
+    noise: std of the Gaussian input noise, as for the training points.
+
+  Returns:
+    (x (4·(n_test // 4), 2) float64, y int64 in [0, 4), ring by ring).
+
+  References:
+    Cabannes et al. (2023), arXiv 2303.15256, App. C.2.
+  """
   m = n_test // NUM_CLASSES
   theta = np.tile(np.linspace(0.0, 2 * np.pi, m, endpoint=False), NUM_CLASSES)
   y = np.repeat(np.arange(NUM_CLASSES), m)
@@ -39,7 +64,14 @@ def circles_test(rng: np.random.Generator, n_test: int, noise: float):
 
 
 def mixture(rng: np.random.Generator, n: int, noise: float = 0.3):
-  """Gaussian mixture X = Y + noise·E in R^4 (002 App. C.2.6)."""
+  """Gaussian mixture X = Y + noise·E in R⁴ (Y one-hot, E standard normal).
+
+  Returns:
+    (x (n, 4) float64, y (n,) int64 in [0, 4)); every class appears.
+
+  References:
+    Cabannes et al. (2023), arXiv 2303.15256, App. C.2.6 (Fig. 10).
+  """
   while True:
     y = rng.integers(0, NUM_CLASSES, n)
     if np.unique(y).size == NUM_CLASSES:
@@ -49,7 +81,12 @@ def mixture(rng: np.random.Generator, n: int, noise: float = 0.3):
 
 
 def make_data(dataset: str, rng, n: int, n_test: int, noise: float):
-  """(x, y, x_test, y_test) for "circles" or "mixture"."""
+  """(x (n, D), y (n,), x_test (M, D), y_test (M,)) for "circles" (D = 2)
+  or "mixture" (D = 4); float64 inputs, int64 labels.
+
+  Raises:
+    ValueError: on an unknown dataset.
+  """
   if dataset == "circles":
     x, y = circles_train(rng, n, noise)
     xt, yt = circles_test(rng, n_test, noise)
@@ -62,12 +99,31 @@ def make_data(dataset: str, rng, n: int, n_test: int, noise: float):
 
 
 def first_of_each_class(y) -> list[int]:
+  """Index of the first point of each class 0..3 of y ((N,) int)."""
   return [int(np.flatnonzero(y == c)[0]) for c in range(NUM_CLASSES)]
 
 
 def make_oracle(kind: str, y, seed: int, per_step: int):
-  """Oracle for the kernel curves: captcha (signed / non-contrastive) or
-  passive random pairs (raw or completed). Templates: first of each class."""
+  """Oracle for the kernel curves; templates: first point of each class.
+
+  Args:
+    kind: "active" / "active_contrastive" (captcha oracle, signed graph),
+      "active_non_contrastive" (captcha, 1/0 graph), "passive" (random
+      pairs, answered entries only) or "passive_completed" (random pairs +
+      transitive completion).
+    y: (N,) int labels.
+    seed: seeds the labeler.
+    per_step: answers per query round.
+
+  Returns:
+    A `ssljax.pal` oracle with `.target()` and `.query(rng)`.
+
+  Raises:
+    ValueError: on an unknown kind.
+
+  References:
+    Cabannes et al. (2023), arXiv 2303.15256, Algorithm 3, Figs. 3 and 7.
+  """
   lab = pal.Labeler(y, seed=seed)
   templates = first_of_each_class(y)
   if kind in ("active", "active_contrastive"):
@@ -89,7 +145,18 @@ def make_oracle(kind: str, y, seed: int, per_step: int):
 def kernel_query_curve(kind: str, *, dataset: str, seed: int, n: int,
                        n_test: int, noise: float, sigma: float, ridge: float,
                        steps: int, per_step: int) -> dict:
-  """Errors (oracle and train readouts) after 0, 1, ..., steps−1 rounds."""
+  """Errors (oracle and train readouts) after 0, 1, ..., steps−1 rounds.
+
+  Returns:
+    {"oracle", "train", "answers", "components"}: lists of `steps` floats
+    (errors in [0, 1]) or ints (answers spent, connected components).
+
+  Raises:
+    ValueError: on an unknown dataset or oracle kind.
+
+  References:
+    Cabannes et al. (2023), arXiv 2303.15256, Figs. 3 and 7, App. C.2.
+  """
   rng = np.random.default_rng(seed)
   x, y, xt, yt = make_data(dataset, rng, n, n_test, noise)
   kp = pal.KernelPAL(x, xt, sigma=sigma, ridge=ridge, k=NUM_CLASSES + 1)
@@ -107,28 +174,73 @@ def kernel_query_curve(kind: str, *, dataset: str, seed: int, n: int,
 
 
 def mean_std(curves: list[list[float]]) -> dict:
+  """{"mean", "std"} (L,) float64 over the first axis of (trials, L) curves."""
   arr = np.asarray(curves, np.float64)
   return {"mean": arr.mean(0), "std": arr.std(0)}
 
 
 def plot_band(ax, x, stats: dict, label: str) -> None:
+  """A mean curve with a ± std band on the matplotlib axes ax."""
   m, s = np.asarray(stats["mean"]), np.asarray(stats["std"])
   ax.plot(x, m, label=label)
   ax.fill_between(x, m - s, m + s, alpha=0.2)
 
 
-def at(xs, ys, points) -> dict:
-  """{x: y} at the requested x positions (nearest available x)."""
-  xs = np.asarray(xs)
-  return {int(p): float(np.asarray(ys)[np.argmin(np.abs(xs - p))])
-          for p in points}
+def table(xs, stats: dict, points) -> dict:
+  """{x: [mean, std]} of a mean/std curve at the x positions `points`.
+
+  Args:
+    xs: (L,) x values of the curve.
+    stats: {"mean": (L,), "std": (L,)} as from `mean_std`.
+    points: x positions; each must be one of xs (up to 1e-9).
+
+  Returns:
+    {x (float): [mean, std]} (python floats).
+
+  Raises:
+    ValueError: if a point is not an x value of the curve.
+  """
+  xs = np.asarray(xs, np.float64)
+  out = {}
+  for p in points:
+    i = int(np.argmin(np.abs(xs - p)))
+    if abs(xs[i] - p) > 1e-9:
+      raise ValueError(f"x = {p} is not on the curve (x values {xs})")
+    out[float(p)] = [float(np.asarray(stats["mean"])[i]),
+                     float(np.asarray(stats["std"])[i])]
+  return out
 
 
-def parse_args(description: str, argv=None, *, trials: int = 100):
-  """`--out DIR`, `--fast` (as `_common.parse_args`) and `--trials`."""
+def setup_config(setups: dict, name: str) -> dict:
+  """A copy of the named set-up; ValueError naming the known ones."""
+  if name not in setups:
+    raise ValueError(f"unknown setup {name!r}; known: {sorted(setups)}")
+  return dict(setups[name], setup=name)
+
+
+def parse_args(description: str, argv=None, *, trials: int = 100,
+               setups=("paper_notebook",)):
+  """`--out DIR`, `--fast` (as `_common.parse_args`), `--trials`, `--setup`.
+
+  Args:
+    description: the CLI help text.
+    argv: list of str (None: sys.argv[1:]).
+    trials: default of `--trials`.
+    setups: names accepted by `--setup`; the first is the default.
+
+  Returns:
+    argparse.Namespace with out (pathlib.Path, created), fast (bool),
+    trials (int) and setup (str).
+
+  Raises:
+    SystemExit: (argparse) on unknown arguments or setup names.
+  """
   import argparse
   import pathlib
   parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--setup", choices=tuple(setups), default=setups[0],
+                      help="named set-up (default: %(default)s); see the"
+                      " script docstring")
   parser.add_argument("--out", required=True, help="output directory")
   parser.add_argument("--fast", action="store_true",
                       help="tiny sizes: a smoke run of a few seconds")
@@ -141,7 +253,12 @@ def parse_args(description: str, argv=None, *, trials: int = 100):
 
 
 def query_curves(kinds, *, trials: int, **cfg) -> dict:
-  """Mean/std over trials of `kernel_query_curve` for each oracle kind."""
+  """Mean/std over trials (seeds 0..trials−1) of `kernel_query_curve`.
+
+  Returns:
+    {kind: {"oracle" | "train" | "answers" | "components": {"mean", "std"}}}
+    with (steps,) float64 arrays.
+  """
   out = {}
   for kind in kinds:
     runs = [kernel_query_curve(kind, seed=s, **cfg) for s in range(trials)]

@@ -1,8 +1,11 @@
-"""002 Fig. 7: contrastive (+1/−1/0) vs non-contrastive (1/0) graphs, active queries.
+"""Contrastive vs non-contrastive graphs (Cabannes et al. 2023, arXiv 2303.15256, Fig. 7).
 
-Same setting as Fig. 3 (captcha oracle, Algorithm 3) with noise 0 and
-N = 300: the target graph is the completed signed graph of 002 eq. (15)
-or its 1/0 version.
+Set-up `paper_notebook` (the only one, the default), the authors' released
+set-up: as Fig. 3 (captcha oracle, Algorithm 3, Laplacian kernel σ = 0.2,
+λ = 1e-3, 1000 test points, 10 queries per step for 80 steps) with circles
+without input noise (noise = 0) and N = 300: the target graph is the
+completed signed graph (+1 / −1 / 0, eq. (15) of the paper) or its 1/0
+version.
 
   .venv/bin/python experiments/pal_fig7.py --out runs/pal_fig7 [--trials 100]
 """
@@ -21,35 +24,58 @@ import _common  # noqa: E402
 import _pal  # noqa: E402
 
 KINDS = ("active_contrastive", "active_non_contrastive")
+SETUPS = {
+    "paper_notebook": dict(dataset="circles", n=300, n_test=1000, noise=0.0,
+                           sigma=0.2, ridge=1e-3, steps=80, per_step=10),
+}
 
 
-def run(args) -> dict:
-  trials = 2 if args.fast else args.trials
-  cfg = dict(dataset="circles", n=300, n_test=1000, noise=0.0, sigma=0.2,
-             ridge=1e-3, steps=80, per_step=10)
-  if args.fast:
+def config(setup: str = "paper_notebook", fast: bool = False,
+           trials: int = 100) -> dict:
+  """The run configuration of a named set-up (`fast`: tiny sizes, 2 trials)."""
+  cfg = _pal.setup_config(SETUPS, setup)
+  cfg.update(trials=2 if fast else trials)
+  if fast:
     cfg.update(n=40, n_test=100, steps=6)
+  return cfg
+
+
+def run(cfg: dict) -> dict:
+  """Mean ± std curves of both graphs over cfg["trials"] seeds."""
   t0 = time.time()
-  curves = _pal.query_curves(KINDS, trials=trials, **cfg)
+  curve_cfg = {k: v for k, v in cfg.items() if k not in ("setup", "trials")}
+  curves = _pal.query_curves(KINDS, trials=cfg["trials"], **curve_cfg)
   queries = np.arange(cfg["steps"]) * cfg["per_step"]
-  points = [0, 100, 200, 400, 790] if not args.fast else [0, 20, 50]
-  result = {"config": cfg, "trials": trials, "queries": queries,
-            "curves": curves, "seconds": time.time() - t0,
-            "at": {k: {r: _pal.at(queries, curves[k][r]["mean"], points)
-                       for r in ("oracle", "train")} for k in KINDS}}
-  _common.save_json(args.out, "pal_fig7.json", result)
+  points = [0, 100, 400, 790] if cfg["steps"] == 80 else list(queries[:4])
+  return {"config": cfg, "trials": cfg["trials"], "queries": queries,
+          "curves": curves, "seconds": time.time() - t0,
+          "table": {k: {r: _pal.table(queries, curves[k][r], points)
+                        for r in ("oracle", "train")} for k in KINDS}}
+
+
+def plot(result: dict, out, name: str = "pal_fig7") -> None:
+  """Error vs queries, one panel per readout, to out/name.png."""
   fig, axes = _common.plt.subplots(1, 2, figsize=(10, 4))
+  queries, curves = result["queries"], result["curves"]
   for ax, readout in zip(axes, ("oracle", "train")):
     for k in KINDS:
       _pal.plot_band(ax, queries, curves[k][readout], k)
     ax.set(xlabel="queries", ylabel="test error",
            title=f"readout fitted on {readout}")
     ax.legend()
-  _common.save_figure(fig, args.out, "pal_fig7.png")
+  _common.save_figure(fig, out, f"{name}.png")
+
+
+def main(argv=None) -> dict:
+  args = _pal.parse_args(__doc__.splitlines()[0], argv, setups=tuple(SETUPS))
+  result = run(config(args.setup, args.fast, args.trials))
+  _common.save_json(args.out, "pal_fig7.json", result)
+  plot(result, args.out)
   return result
 
 
 if __name__ == "__main__":
-  res = run(_pal.parse_args(__doc__.splitlines()[0]))
-  for k, v in res["at"].items():
-    print(k, v)
+  res = main()
+  for k, v in res["table"].items():
+    for r, tab in v.items():
+      print(k, r, {int(q): f"{m:.4f} ± {s:.4f}" for q, (m, s) in tab.items()})
