@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import _common
+
 from ssljax import pal
 
 NUM_CLASSES = 4
@@ -265,3 +267,27 @@ def query_curves(kinds, *, trials: int, **cfg) -> dict:
     out[kind] = {key: mean_std([r[key] for r in runs])
                  for key in ("oracle", "train", "answers", "components")}
   return out
+
+
+def run_figure(doc: str, name: str, config, run, plot, argv=None, *,
+               trials: int = 100, setups=("paper_notebook",)) -> dict:
+  """The main() of a PAL figure script: parse, run, write JSON, plot.
+
+  Args:
+    doc: the script's docstring (its first line is the CLI description).
+    name: base name of the JSON and PNG files written under --out.
+    config: config(setup, fast, trials) -> cfg dict.
+    run: run(cfg) -> result dict.
+    plot: plot(result, out) writes <out>/<name>.png.
+    argv: command-line arguments (None: sys.argv[1:]).
+    trials: default of --trials.
+    setups: names accepted by --setup; the first is the default.
+
+  Returns:
+    The result dict (also written to <out>/<name>.json).
+  """
+  args = parse_args(doc.splitlines()[0], argv, trials=trials, setups=setups)
+  result = run(config(args.setup, args.fast, args.trials))
+  _common.save_json(args.out, f"{name}.json", result)
+  plot(result, args.out)
+  return result

@@ -77,11 +77,8 @@ def plot(result: dict, out, name: str = "pal_fig3") -> None:
 
 
 def main(argv=None) -> dict:
-  args = _pal.parse_args(__doc__.splitlines()[0], argv, setups=tuple(SETUPS))
-  result = run(config(args.setup, args.fast, args.trials))
-  _common.save_json(args.out, "pal_fig3.json", result)
-  plot(result, args.out)
-  return result
+  return _pal.run_figure(__doc__, "pal_fig3", config, run, plot, argv,
+                         setups=tuple(SETUPS))
 
 
 if __name__ == "__main__":

@@ -165,12 +165,8 @@ def plot(result: dict, out, name: str = "pal_fig4") -> None:
 
 
 def main(argv=None) -> dict:
-  args = _pal.parse_args(__doc__.splitlines()[0], argv, trials=20,
+  return _pal.run_figure(__doc__, "pal_fig4", config, run, plot, argv, trials=20,
                          setups=tuple(SETUPS))
-  result = run(config(args.setup, args.fast, args.trials))
-  _common.save_json(args.out, "pal_fig4.json", result)
-  plot(result, args.out)
-  return result
 
 
 if __name__ == "__main__":
