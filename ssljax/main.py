@@ -74,7 +74,7 @@ def _flag_error_message(exc: BaseException, argv) -> str:
   from ssljax import config_validation  # pylint: disable=import-outside-toplevel
   spec = _config_arg(argv)
   if spec is not None:
-    path, _, variant = spec.partition(":")
+    path = spec.partition(":")[0]
     if not os.path.isfile(path):
       return f"config file {path!r} not found (--config={spec})"
   text = str(exc).strip()
@@ -158,8 +158,7 @@ def main(argv):
   except config_validation.ConfigError as e:
     if flags.FLAGS.verbosity >= 1:
       raise
-    _fail(f"{e} (config {flags.FLAGS['config'].serialize().split('=', 1)[-1]})",
-          USAGE_ERROR)
+    _fail(f"{e} (config {spec})", USAGE_ERROR)
   try:  # a workdir that cannot be written is a user error too
     os.makedirs(_WORKDIR.value, exist_ok=True)
     if not os.access(_WORKDIR.value, os.W_OK | os.X_OK):
@@ -171,9 +170,9 @@ def main(argv):
   # TF only feeds data: keep it off accelerators that JAX needs.
   tf.config.set_visible_devices([], "GPU")
   # Before anything creates JAX's backend: a multi-process run joins here.
-  distributed.initialize(_CONFIG.value.distributed)
+  distributed.initialize(config.distributed)
   try:
-    results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    results = train.train_and_evaluate(config, _WORKDIR.value)
   except (data.DatasetUnavailableError, checkpoints.CheckpointRestoreError,
           FloatingPointError) as e:
     if flags.FLAGS.verbosity >= 1:
