@@ -30,21 +30,45 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.dataset.train_split = "train"  # pretraining and probe-training split
   c.dataset.test_split = "test"  # probe test split
 
-  c.views = config_dict.ConfigDict()  # ssljax.data.augment arguments
-  c.views.num_views = 2  # V
+  # Records: "auto" holds a split of fixed-shape images in memory when it
+  # decodes to at most 2 GiB (Fashion-MNIST: 47 MB), else streams it from
+  # tfds's ArrayRecord files; "yes" | "no" force either.
+  c.dataset.in_memory = "auto"
+  c.dataset.channels = 3  # image_folder: images converted to 1 or 3 channels
+  c.dataset.threads = 4  # host threads preparing batches (grain)
+  c.dataset.prefetch = 4  # batches prepared ahead
+
+  # The views (ssljax.data.view_spec): num_views global crops and
+  # num_local_views local crops; every op below takes one value for all
+  # views or a tuple with one per view (global views first), so asymmetric
+  # recipes (BYOL, Barlow Twins) are configs.
+  c.views = config_dict.ConfigDict()
+  c.views.num_views = 2  # G global crops (V = G + L)
+  c.views.num_local_views = 0  # L local crops (multi-crop)
+  c.views.size = 0  # global crop side in pixels; 0: the images' own size
+  c.views.local_size = 0  # local crop side in pixels
   c.views.crop = "random_resized"  # "random_resized" | "pad_and_crop" | "none"
-  c.views.crop_scale = (0.2, 1.0)  # area fraction of random resized crops
+  c.views.crop_scale = (0.2, 1.0)  # area fraction of global crops
+  c.views.local_crop_scale = (0.05, 0.4)  # area fraction of local crops
   c.views.crop_ratio = (3 / 4, 4 / 3)  # aspect-ratio range of the crops
   c.views.pad = 4  # pixels of zero padding for "pad_and_crop"
-  c.views.flip = True  # random horizontal flips
-  c.views.noise_std = 0.0  # std of additive Gaussian noise (pixels in [0, 1])
+  c.views.flip_prob = 0.5  # horizontal flip
   # Grey-level colour jitter and random erasing: with them the 4-epoch probe
   # rose from 0.8702 to 0.8759 and k-NN from 0.7958 to 0.8402 (README).
-  c.views.brightness = 0.4  # grey colour jitter: brightness factor 1 ± this
-  c.views.contrast = 0.4  # grey colour jitter: contrast factor 1 ± this
-  c.views.jitter_prob = 0.8  # probability of the jitter (SimCLR: 0.8)
-  c.views.erase_prob = 0.5  # probability of random erasing (Zhong et al. 2020)
+  c.views.jitter_prob = 0.8  # probability of the colour jitter (SimCLR: 0.8)
+  c.views.brightness = 0.4  # brightness factor in [1 − b, 1 + b]
+  c.views.contrast = 0.4  # contrast factor in [1 − c, 1 + c]
+  c.views.saturation = 0.0  # saturation factor (RGB only)
+  c.views.hue = 0.0  # hue shift in [−h, h] turns (RGB only)
+  c.views.grayscale_prob = 0.0  # ITU-R 601 luma (RGB only)
+  c.views.blur_prob = 0.0  # Gaussian blur
+  c.views.blur_sigma = (0.1, 2.0)  # its σ range in pixels
+  c.views.blur_kernel_fraction = 0.1  # kernel side / image side (23 px at 224)
+  c.views.solarize_prob = 0.0  # x >= threshold -> 1 − x
+  c.views.solarize_threshold = 0.5
+  c.views.erase_prob = 0.5  # random erasing (Zhong et al. 2020)
   c.views.erase_scale = (0.02, 0.2)  # erased area fraction range
+  c.views.noise_std = 0.0  # std of additive Gaussian noise (pixels in [0, 1])
 
   c.model = config_dict.ConfigDict()
   c.model.encoder = "cnn"  # key of ssljax.models.ENCODERS
@@ -121,6 +145,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.eval.knn_k = 20  # neighbours of the weighted k-NN monitor
   c.eval.knn_temperature = 0.07  # τ of the k-NN vote weights
   c.eval.baselines = True  # also probe raw pixels and the random-init encoder
+  # Images of other sizes than the views: shorter side resized to
+  # views.size / crop_fraction, then the central square (ImageNet: 256, 224).
+  c.eval.crop_fraction = 0.875
 
   if variant == "smoke":  # a CPU-seconds run for tests
     c.dataset.train_split = "train[:512]"

@@ -105,6 +105,21 @@ def _positive_reals(v):
   return None if ok else "a non-empty tuple of numbers > 0"
 
 
+def _per_view(rule, *, ranges=False):
+  """``rule`` for one value, or for each entry of a tuple of values (one per
+  view; the count is checked against V in `validate`). With ``ranges`` a
+  value is itself a pair."""
+  def check(v):
+    many = isinstance(v, (tuple, list)) and (
+        not ranges or (len(v) > 0 and isinstance(v[0], (tuple, list))))
+    values = v if many else [v]
+    why = next((w for w in map(rule, values) if w is not None), None)
+    if why is None and not (many and len(v) == 0):
+      return None
+    return f"{why or 'non-empty'} (or a tuple with one such value per view)"
+  return check
+
+
 def _split(v):
   return None if isinstance(v, str) and v else "a tfds split name, e.g. 'train' or 'train[:10%]'"
 
@@ -130,18 +145,35 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "dataset.download": _bool,
     "dataset.train_split": _split,
     "dataset.test_split": _split,
-    "views.num_views": _int(2),
+    "dataset.in_memory": _one_of("auto", "yes", "no"),
+    "dataset.channels": _one_of(1, 3),
+    "dataset.threads": _int(1),
+    "dataset.prefetch": _int(1),
+    "views.num_views": _int(1),
+    "views.num_local_views": _int(0),
+    "views.size": _int(0),
+    "views.local_size": _int(0),
     "views.crop": _one_of("random_resized", "pad_and_crop", "none"),
     "views.crop_scale": _pair(0.0, 1.0),
+    "views.local_crop_scale": _pair(0.0, 1.0),
     "views.crop_ratio": _pair(1e-6, 1e6),
     "views.pad": _int(0),
-    "views.flip": _bool,
-    "views.noise_std": _real(0.0),
-    "views.brightness": _real(0.0, 1.0),
-    "views.contrast": _real(0.0, 1.0),
-    "views.jitter_prob": _real(0.0, 1.0),
-    "views.erase_prob": _real(0.0, 1.0),
-    "views.erase_scale": _pair(0.0, 1.0),
+    # Per view: one value for every view, or a tuple with one per view.
+    "views.flip_prob": _per_view(_real(0.0, 1.0)),
+    "views.jitter_prob": _per_view(_real(0.0, 1.0)),
+    "views.brightness": _per_view(_real(0.0)),
+    "views.contrast": _per_view(_real(0.0)),
+    "views.saturation": _per_view(_real(0.0)),
+    "views.hue": _per_view(_real(0.0, 0.5)),
+    "views.grayscale_prob": _per_view(_real(0.0, 1.0)),
+    "views.blur_prob": _per_view(_real(0.0, 1.0)),
+    "views.blur_sigma": _per_view(_pair(1e-6, 1e3), ranges=True),
+    "views.blur_kernel_fraction": _per_view(_real(0.0, 1.0, lo_open=True)),
+    "views.solarize_prob": _per_view(_real(0.0, 1.0)),
+    "views.solarize_threshold": _per_view(_real(0.0, 1.0)),
+    "views.erase_prob": _per_view(_real(0.0, 1.0)),
+    "views.erase_scale": _per_view(_pair(0.0, 1.0), ranges=True),
+    "views.noise_std": _per_view(_real(0.0)),
     "model.encoder": _str(empty_ok=False),  # names checked against ssljax.models
     "model.encoder_kwargs": _anything,
     "model.projector": _positive_ints,
@@ -183,6 +215,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "eval.knn_k": _int(1),
     "eval.knn_temperature": _real(0.0, lo_open=True),
     "eval.baselines": _bool,
+    "eval.crop_fraction": _real(0.0, 1.0, lo_open=True),
 }
 
 # Loss hyper-parameters by name (the names of ssljax.losses' keywords).
@@ -193,6 +226,29 @@ _LOSS_RULES = {
     "whitening_size": _int(2),
     "block_size": _int(1, none_ok=True),
 }
+
+
+def _view_problems(config) -> list[str]:
+  """Per-view tuples of the wrong length; local views without a size."""
+  views = config.views
+  num_views = views.num_views + views.num_local_views
+  problems = []
+  for path in _RULES:
+    if not path.startswith("views.") or not _RULES[path].__qualname__.startswith("_per_view"):
+      continue
+    value = _get(config, path)
+    ranges = path in ("views.blur_sigma", "views.erase_scale")
+    many = isinstance(value, (tuple, list)) and (
+        not ranges or isinstance(value[0], (tuple, list)))
+    if many and len(value) not in (1, num_views):
+      problems.append(
+          f"config.{path}={value!r}: has {len(value)} entries; give one value"
+          f" for every view or one per view (V = views.num_views + "
+          f"views.num_local_views = {num_views})")
+  if views.num_local_views and not views.local_size:
+    problems.append(f"config.views.local_size={views.local_size!r}: must be "
+                    f"> 0 with views.num_local_views={views.num_local_views}")
+  return problems
 
 
 # ------------------------------------------------------------------- paths --
@@ -315,7 +371,8 @@ def _name_problems(config) -> list[str]:
   if not problems:  # combinations, once every name is known
     try:
       methods.check_method(config.method, config.loss.form,
-                           config.views.num_views, config.graph.kind)
+                           config.views.num_views + config.views.num_local_views,
+                           config.graph.kind)
     except ValueError as e:
       problems.append(f"config.method/loss.form/views.num_views/graph.kind: {e}")
   return problems
@@ -341,6 +398,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     why = rule(value)
     if why is not None:
       problems.append(f"config.{path}={value!r}: must be {why}")
+  if not problems:
+    problems += _view_problems(config)
   if not problems:
     problems += _name_problems(config)
   if not problems:

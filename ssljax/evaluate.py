@@ -12,7 +12,8 @@ import numpy as np
 import optax
 import tqdm
 
-__all__ = ["linear_probe", "knn_accuracy", "extract_features", "DEFAULT_L2_GRID"]
+__all__ = ["linear_probe", "knn_accuracy", "extract_features", "probe_splits",
+           "DEFAULT_L2_GRID"]
 
 # L2 strengths on ½‖W‖² added to the mean cross-entropy. 1e-6 is close to no
 # regularisation for standardised features; 1e-1 shrinks hard.
@@ -218,30 +219,79 @@ def _representations(state, x):
 
 
 def extract_features(state, images, batch_size, mesh,
-                     desc: str | None = None) -> np.ndarray:
+                     desc: str | None = None,
+                     total: int | None = None) -> np.ndarray:
   """Encoder representations of a train state's network, batched over a mesh.
 
   Args:
     state: a ``ssljax.train.TrainState`` (its ``apply_fn`` returns the
       encoder output h and the projection; BatchNorm runs in inference mode).
-    images: uint8 (N, H, W, C) images, scaled here to [0, 1].
+    images: uint8 (N, H, W, C) images, or an iterable of uint8 chunks
+      (n_i, H, W, C) with n_i <= batch_size (a streamed split); scaled here
+      to [0, 1].
     batch_size: images per forward pass, rounded down to a multiple of the
       mesh size; the last batch is padded so one program serves all.
     mesh: the ``jax.sharding.Mesh`` with a "data" axis to shard batches over.
     desc: if given, a progress bar with this label (one tick per batch).
+    total: number of chunks, for the progress bar of an iterable.
 
   Returns:
     float32 (N, D) encoder outputs (before the projector), rows as images.
+
+  Raises:
+    ValueError: a chunk larger than batch_size (rounded to the mesh).
   """
   sharding = NamedSharding(mesh, P("data"))
   fn = jax.jit(_representations, out_shardings=NamedSharding(mesh, P()))
   batch_size -= batch_size % mesh.size  # divisible over the devices
+  if isinstance(images, np.ndarray):
+    chunks = (images[i:i + batch_size] for i in range(0, len(images),
+                                                      batch_size))
+    total = -(-len(images) // batch_size)
+  else:
+    chunks = images
   out = []
-  for start in tqdm.trange(0, len(images), batch_size, desc=desc,
-                           unit="batch", disable=desc is None):
-    chunk = images[start:start + batch_size].astype(np.float32) / 255.0
+  for chunk in tqdm.tqdm(chunks, total=total, desc=desc, unit="batch",
+                         disable=desc is None):
+    if len(chunk) > batch_size:
+      raise ValueError(f"a chunk of {len(chunk)} images exceeds batch_size "
+                       f"{batch_size}")
+    chunk = np.asarray(chunk).astype(np.float32) / 255.0
     pad = batch_size - len(chunk)  # one compiled shape for every batch
     chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * 3)
     h = fn(state, jax.device_put(chunk, sharding))
     out.append(np.asarray(jax.device_get(h))[:batch_size - pad])
   return np.concatenate(out).astype(np.float32)
+
+
+def probe_splits(train_source, test_source, *, seed: int, announce=print):
+  """Which labelled rows the probe and k-NN fit and score.
+
+  Args:
+    train_source, test_source: sources (`ssljax.data.sources`); test may be
+      None.
+    seed: seeds the split of a test set used for both roles.
+    announce: called with one line when the probe cannot use the usual
+      splits.
+
+  Returns:
+    (fit source, fit rows or None for all, test source, test rows or None):
+    the train and test splits when both are labelled; the two halves of a
+    random permutation of the test split when only it is labelled; None
+    (probe skipped) when no split is labelled.
+  """
+  from ssljax.inputs import source_labels  # pylint: disable=import-outside-toplevel
+  labelled = lambda src: src is not None and bool(
+      (source_labels(src) >= 0).all()) and len(src) > 1
+  if labelled(train_source) and labelled(test_source):
+    return train_source, None, test_source, None
+  if labelled(test_source):
+    rows = np.random.default_rng([seed, 2]).permutation(len(test_source))
+    half = len(rows) // 2
+    announce("probe: the train split has no labels; the probe and k-NN fit "
+             f"on {half} images of the labelled test split and are scored "
+             f"on the other {len(rows) - half}")
+    return test_source, rows[:half], test_source, rows[half:]
+  announce("probe: skipped (no labelled split: give the images class "
+           "folders, DIR/train/<class>/ or DIR/test/<class>/)")
+  return None

@@ -24,8 +24,11 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
-from ssljax import (checkpoints, config_validation, data, evaluate, graphs,
+from ssljax import (checkpoints, config_validation, data, evaluate, inputs,
                     methods, models, monitor)
+# Re-exported (train.__all__): the data side of a config.
+from ssljax.inputs import (dataset_graph, known_labels, source_labels,
+                           uses_edges, uses_labels)
 from ssljax.evaluate import extract_features  # re-exported (train.__all__)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
@@ -90,29 +93,41 @@ def create_train_state(network, tx, key, image_shape) -> TrainState:
 
 # --------------------------------------------------------------- train step --
 def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
-               graph_kwargs: dict | None = None):
-  """One SGD step on a batch of views.
+               graph_kwargs: dict | None = None,
+               spec: data.ViewSpec | None = None, seed: int = 0):
+  """One SGD step on a batch: views made on the devices, then the loss.
 
-  Each view goes through the network on its own, as in the official VICReg
-  code: BatchNorm normalises per view, and the batch axis stays sharded (a
-  view-major reshape of the sharded images would make XLA gather them).
+  The views are made here (`ssljax.data.device_views`), keyed by (seed,
+  state.step), so they are the same after a resume and on any mesh. Each
+  view goes through the network on its own, as in the official VICReg
+  code: BatchNorm normalises per view (global and local crops differ in
+  size), and the batch axis stays sharded.
 
   Args:
     state: TrainState (replicated).
-    batch: views (V, B, H, W, C) float32 sharded along B, or a pair (views,
-      labels (B,) int32) when the loss graph comes from labels, or (views,
-      edge info (3, 2, B) float32) for the VIC² estimate on a dataset graph
-      (``ssljax.data.edge_batches``; views are then the edge endpoints).
+    batch: dict from `ssljax.inputs.to_device_batch`: "images" or "views"
+      (uint8, cropped or to crop) or "ready_views" (float32 (V, B, H, W, C)),
+      with "labels" (B,) int32 when the loss graph comes from labels and
+      "edge_info" (3, 2, B) float32 for the VIC² estimate on a dataset graph.
+      An array (V, B, H, W, C) of ready views, or a pair (views, labels or
+      edge info), is accepted too.
     method, loss_kwargs: the loss, as in ``ssljax.methods.loss_terms``.
     graph_kwargs: ``batch_graph`` options ("kind", "alpha", "normalize");
       None means the V-view SSL graph.
+    spec: the run's `ssljax.data.ViewSpec` (None: ready views only).
+    seed: the run's seed.
 
   Returns:
     (new state, dict of scalar metrics: the loss terms, "grad_norm").
   """
-  views, extra = batch if isinstance(batch, (tuple, list)) else (batch, None)
   on_edges = (graph_kwargs or {}).get("kind") in methods.DATASET_GRAPH_KINDS
-  labels, edge_info = (None, extra) if on_edges else (extra, None)
+  if not isinstance(batch, dict):
+    views, extra = batch if isinstance(batch, (tuple, list)) else (batch, None)
+    batch = {"ready_views": views}
+    if extra is not None:
+      batch["edge_info" if on_edges else "labels"] = extra
+  key = jax.random.fold_in(jax.random.key(seed), state.step)
+  views = data.device_views(batch, key, spec or data.ViewSpec())
 
   def loss_fn(params):
     batch_stats, z_views = state.batch_stats, []
@@ -122,64 +137,15 @@ def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
           mutable=["batch_stats"])
       batch_stats = updates["batch_stats"]
       z_views.append(z)
-    terms = methods.loss_terms(method, jnp.stack(z_views), labels=labels,
-                               graph=graph_kwargs, edge_info=edge_info,
-                               **loss_kwargs)
+    terms = methods.loss_terms(method, jnp.stack(z_views),
+                               labels=batch.get("labels"),
+                               graph=graph_kwargs,
+                               edge_info=batch.get("edge_info"), **loss_kwargs)
     return terms["loss"], (terms, batch_stats)
 
   grads, (terms, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
   state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
   return state, {**terms, "grad_norm": optax.tree.norm(grads)}
-
-
-def uses_labels(config: ml_collections.ConfigDict) -> bool:
-  """Whether the loss graph is built from the batch labels."""
-  return config.graph.kind in ("supervised", "mixed")
-
-
-def uses_edges(config: ml_collections.ConfigDict) -> bool:
-  """Whether batches are edges of a whole-dataset graph (edge_batches)."""
-  return config.graph.kind in methods.DATASET_GRAPH_KINDS
-
-
-def _uses_edge_info(config: ml_collections.ConfigDict) -> bool:
-  # Only the VIC² edge estimate needs the per-row weights; the two-view
-  # losses see the edge endpoints as ordinary views.
-  return uses_edges(config) and config.loss.form == "graph"
-
-
-def dataset_graph(config: ml_collections.ConfigDict, images: np.ndarray,
-                  labels: np.ndarray) -> graphs.EdgeGraph:
-  """The whole-train-set graph of ``config.graph`` as an edge list.
-
-  Args:
-    config: run config; graph.kind in methods.DATASET_GRAPH_KINDS.
-    images: uint8 (N, H, W, C) train images (k-NN features).
-    labels: int (N,) train labels (supervised graph; −1 hides a label).
-
-  Returns:
-    ssljax.graphs.EdgeGraph over the N train rows.
-
-  Raises:
-    ValueError: unknown kind or knn_features, bad k / per_node / file.
-  """
-  g = config.graph
-  if g.kind == "dataset_knn":
-    if g.knn_features not in ("pixels", "pca"):
-      raise ValueError(f"graph.knn_features must be 'pixels' or 'pca', got "
-                       f"{g.knn_features!r}")
-    pca_dim = g.knn_pca_dim if g.knn_features == "pca" else 0
-    features = graphs.pixel_features(images, pca_dim=pca_dim, seed=config.seed)
-    return graphs.knn_edges(features, g.knn_k)
-  if g.kind == "dataset_supervised":
-    return graphs.supervised_edges(known_labels(labels, config),
-                                   g.supervised_per_node, seed=config.seed)
-  if g.kind == "edge_list":
-    if not g.edge_list_path:
-      raise ValueError("graph.kind='edge_list' needs graph.edge_list_path")
-    return graphs.load_edge_list(g.edge_list_path, len(images))
-  raise ValueError(f"graph.kind {g.kind!r} is not a dataset graph; expected "
-                   f"one of {methods.DATASET_GRAPH_KINDS}")
 
 
 def _graph_kwargs(config: ml_collections.ConfigDict) -> dict:
@@ -188,21 +154,18 @@ def _graph_kwargs(config: ml_collections.ConfigDict) -> dict:
 
 
 def sharded_train_step(config: ml_collections.ConfigDict, mesh):
-  """``train_step`` jitted over ``mesh``: state replicated, batch sharded on B.
+  """``train_step`` jitted: state replicated on ``mesh``, the batch as placed.
 
-  The input state is donated (its buffers are reused for the output).
+  The batch arrays keep the shardings they come with (global arrays sharded
+  on their batch axis, `ssljax.inputs.to_device_batch`). The input state is
+  donated (its buffers are reused for the output).
   """
   replicated = NamedSharding(mesh, P())
-  batch_sharding = NamedSharding(mesh, P(None, "data"))
-  if uses_labels(config):
-    batch_sharding = (batch_sharding, NamedSharding(mesh, P("data")))
-  if _uses_edge_info(config):
-    batch_sharding = (batch_sharding, NamedSharding(mesh, P(None, None, "data")))
   return jax.jit(
       functools.partial(train_step, method=config.method,
                         loss_kwargs=config.loss.to_dict(),
-                        graph_kwargs=_graph_kwargs(config)),
-      in_shardings=(replicated, batch_sharding),
+                        graph_kwargs=_graph_kwargs(config),
+                        spec=data.view_spec(config.views), seed=config.seed),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
 
@@ -212,20 +175,6 @@ def make_mesh(devices=None):
   devices = jax.devices() if devices is None else devices
   return jax.sharding.Mesh(np.asarray(devices), ("data",),
                            axis_types=(jax.sharding.AxisType.Auto,))
-
-
-def known_labels(labels: np.ndarray, config: ml_collections.ConfigDict) -> np.ndarray:
-  """Train labels with all but a ``config.graph.label_fraction`` of them set to
-  −1 (unknown); which ones are kept is a function of ``config.seed`` only."""
-  fraction = config.graph.label_fraction
-  if not 0.0 <= fraction <= 1.0:
-    raise ValueError(f"graph.label_fraction must be in [0, 1], got {fraction}")
-  rng = np.random.default_rng([config.seed, 1])  # own stream: not the shuffle's
-  hidden = rng.permutation(len(labels))[int(round(fraction * len(labels))):]
-  out = np.asarray(labels, np.int32).copy()
-  out[hidden] = -1
-  return out
-
 
 
 # --------------------------------------------------------------------- main --
@@ -256,25 +205,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       f.write(config.to_json(indent=2))
 
   # Data.
-  train_images, train_labels = data.load_split(
-      config.dataset.name, config.dataset.train_split,
-      data_dir=config.dataset.data_dir, download=config.dataset.download)
-  test_images, test_labels = data.load_split(
-      config.dataset.name, config.dataset.test_split,
-      data_dir=config.dataset.data_dir, download=config.dataset.download)
-  steps_per_epoch = data.steps_per_epoch(len(train_images), config.batch_size)
+  train_source, test_source = inputs.open_sources(config)
+  spec = data.view_spec(config.views)
+  steps_per_epoch = data.steps_per_epoch(len(train_source), config.batch_size)
   total_steps = (config.num_steps if config.num_steps > 0
                  else int(config.epochs * steps_per_epoch))
 
   # Mesh: batch sharded over every device, parameters replicated.
   mesh = make_mesh()
   replicated = NamedSharding(mesh, P())
-  views_sharding = NamedSharding(mesh, P(None, "data"))
   if config.batch_size % jax.device_count():
     raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
                      f"{jax.device_count()} devices")
 
-  # Model, optimiser, state.
+  # Model, optimiser, state; the network is initialised at the global view size.
+  channels = (train_source.image_shape[2] if train_source.image_shape
+              else config.dataset.channels)
+  view_shape = (spec.sizes(train_source.image_shape)[0],) * 2 + (channels,)
   network = create_network(config)
   lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
                                   steps_per_epoch, total_steps)
@@ -282,7 +229,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # A pure function of the seed: rebuilt for the random-init baseline because
   # the train step donates (frees) the state it is given.
   initial_state = lambda: jax.device_put(create_train_state(
-      network, tx, jax.random.key(config.seed), train_images.shape[1:]), replicated)
+      network, tx, jax.random.key(config.seed), view_shape), replicated)
 
   # Checkpoints: resume from the latest if there is one.
   ckpt = ocp.CheckpointManager(
@@ -307,43 +254,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   writer = monitor.MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh)
-  step_fn_shardings = views_sharding
-  if uses_labels(config):
-    step_fn_shardings = (views_sharding, NamedSharding(mesh, P("data")))
-  if _uses_edge_info(config):
-    step_fn_shardings = (views_sharding,
-                         NamedSharding(mesh, P(None, None, "data")))
 
   # Training loop.
-  augment_kwargs = {k: v for k, v in config.views.to_dict().items()
-                    if k != "num_views"}
-  if uses_edges(config):
+  graph, graph_info = None, {}
+  if inputs.uses_edges(config):
     # A graph over the whole train set, O(edges) memory; each step draws
     # batch_size edges, whose endpoints are the two views.
     graph_start = time.time()
-    graph = dataset_graph(config, train_images, train_labels)
+    graph = inputs.dataset_graph(config, train_source.images,
+                                 inputs.source_labels(train_source))
     graph_info = {"graph_nodes": graph.n, "graph_entries": graph.num_entries,
                   "graph_edges": graph.num_edges,
                   "graph_seconds": time.time() - graph_start}
     if jax.process_index() == 0:
       print(f"dataset graph {config.graph.kind}: {graph_info}", flush=True)
-    batches = data.edge_batches(
-        train_images, graph, batch_size=config.batch_size, seed=config.seed,
-        start_step=start_step, num_steps=total_steps - start_step,
-        sampling=config.graph.edge_sampling,
-        augment=config.graph.augment_edges, augment_kwargs=augment_kwargs,
-        with_info=_uses_edge_info(config), process_index=jax.process_index(),
-        process_count=jax.process_count())
-  else:
-    graph_info = {}
-    batches = data.view_batches(
-        train_images, batch_size=config.batch_size,
-        num_views=config.views.num_views, seed=config.seed,
-        start_step=start_step, num_steps=total_steps - start_step,
-        augment_kwargs=augment_kwargs, process_index=jax.process_index(),
-        process_count=jax.process_count(),
-        labels=known_labels(train_labels, config) if uses_labels(config)
-        else None)
+  batches = inputs.train_iterator(
+      config, train_source, spec, start_step=start_step,
+      num_steps=total_steps - start_step, process_index=jax.process_index(),
+      process_count=jax.process_count(), graph=graph)
   train_start = time.time()
   seconds["setup"] = train_start - start_time  # data, graph, state, restore
   seconds["checkpoint_save"] = 0.0
@@ -357,8 +285,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   unchecked = None  # (step, metrics, finite flag) not yet read by the host
   try:
     for step in bar:
-      batch = jax.tree.map(jax.make_array_from_process_local_data,
-                           step_fn_shardings, next(batches))
+      batch = inputs.to_device_batch(next(batches), mesh)
       state, metrics = step_fn(state, batch)
       done = step + 1
       if unchecked is not None and not bool(unchecked[2]):
@@ -396,19 +323,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       max_iter=config.eval.probe_max_iter,
       max_search_rows=config.eval.probe_search_rows, seed=config.seed,
       progress=shown)
-  features = lambda s, x, what: extract_features(
-      s, x, config.eval.batch_size, mesh,
-      desc=f"features ({what})" if shown else None)
-  with monitor.timed(seconds, "features", announce=True):
-    ftrain = features(state, train_images, "train")
-    ftest = features(state, test_images, "test")
-  with monitor.timed(seconds, "probe", announce=True):
-    trained = probe(ftrain, train_labels, ftest, test_labels)
-  with monitor.timed(seconds, "knn", announce=True):
-    knn = evaluate.knn_accuracy(ftrain, train_labels, ftest, test_labels,
-                                k=config.eval.knn_k,
-                                temperature=config.eval.knn_temperature,
-                                progress=shown)
+  eval_size = view_shape[0]
+
+  def features(s, source, what):
+    """(features (N, D), labels (N,)) of a split, streamed in batches."""
+    labels = []
+
+    def chunks():
+      for images, chunk_labels in data.eval_batches(
+          source, batch_size=config.eval.batch_size, size=eval_size,
+          crop_fraction=config.eval.crop_fraction):
+        labels.append(chunk_labels)
+        yield images
+
+    out = extract_features(
+        s, chunks(), config.eval.batch_size, mesh,
+        desc=f"features ({what})" if shown else None,
+        total=-(-len(source) // config.eval.batch_size))
+    return out, np.concatenate(labels)
+
   results = {
       "dataset": config.dataset.name,
       "method": config.method,
@@ -419,26 +352,47 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "steps": total_steps,
       "resumed_from_step": start_step,
       "train_seconds": train_seconds,
-      "probe_test_accuracy": trained["test_accuracy"],
-      "probe": trained,
-      "knn_test_accuracy": knn,
-      "feature_dim": int(ftrain.shape[1]),
       "num_devices": jax.device_count(),
   }
-  if config.eval.baselines:
+  splits = evaluate.probe_splits(
+      train_source, test_source, seed=config.seed,
+      announce=lambda line: print(line, flush=True) if shown else None)
+  if splits is not None:
+    fit_source, fit_rows, test_source, test_rows = splits
+    pick = lambda pair, rows: (pair if rows is None else
+                               (pair[0][rows], pair[1][rows]))
+    with monitor.timed(seconds, "features", announce=True):
+      ftrain, ytrain = pick(features(state, fit_source, "train"), fit_rows)
+      ftest, ytest = pick(features(state, test_source, "test"), test_rows)
+    with monitor.timed(seconds, "probe", announce=True):
+      trained = probe(ftrain, ytrain, ftest, ytest)
+    with monitor.timed(seconds, "knn", announce=True):
+      knn = evaluate.knn_accuracy(ftrain, ytrain, ftest, ytest,
+                                  k=config.eval.knn_k,
+                                  temperature=config.eval.knn_temperature,
+                                  progress=shown)
+    results.update(probe_test_accuracy=trained["test_accuracy"],
+                   probe=trained, knn_test_accuracy=knn,
+                   feature_dim=int(ftrain.shape[1]))
+  if splits is not None and config.eval.baselines:
     with monitor.timed(seconds, "baselines", announce=True):
       if shown:
-        print("baselines: linear probe of raw pixels, then of the encoder at "
-              "its random initialisation", flush=True)
-      flat = lambda x: x.reshape(len(x), -1).astype(np.float32) / 255.0
-      raw = probe(flat(train_images), train_labels, flat(test_images),
-                  test_labels)
+        print("baselines: linear probe of raw pixels (in-memory splits "
+              "only), then of the encoder at its random initialisation",
+              flush=True)
+      if hasattr(fit_source, "images") and hasattr(test_source, "images"):
+        flat = lambda src, rows: pick(
+            (src.images.reshape(len(src), -1).astype(np.float32) / 255.0,
+             source_labels(src)), rows)
+        results["raw_pixel_probe_test_accuracy"] = probe(
+            *flat(fit_source, fit_rows),
+            *flat(test_source, test_rows))["test_accuracy"]
       init_state = initial_state()
-      rand = probe(features(init_state, train_images, "random-init, train"),
-                   train_labels,
-                   features(init_state, test_images, "random-init, test"),
-                   test_labels)
-    results["raw_pixel_probe_test_accuracy"] = raw["test_accuracy"]
+      rand = probe(
+          *pick(features(init_state, fit_source, "random-init, train"),
+                fit_rows),
+          *pick(features(init_state, test_source, "random-init, test"),
+                test_rows))
     results["random_init_probe_test_accuracy"] = rand["test_accuracy"]
   results["wall_seconds"] = time.time() - start_time
   results["seconds"] = seconds

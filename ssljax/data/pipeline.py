@@ -8,16 +8,17 @@ view), so a run resumed at any step sees exactly the batches of an uninterrupted
 run.
 """
 
+import os
 from collections.abc import Iterator
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from ssljax.data import fashion_mnist
+from ssljax.data import fashion_mnist, sources
 from ssljax.data.augment import VIEW_STREAM, augment_options, augment_rows
 
-__all__ = ["DatasetUnavailableError", "augment", "load_split",
+__all__ = ["DatasetUnavailableError", "IN_MEMORY_MODES", "augment", "load_split", "open_split",
            "steps_per_epoch", "view_batches"]
 
 
@@ -47,12 +48,7 @@ def load_split(name: str, split: str, *, data_dir: str | None = None,
       ``download`` is False; fashion_mnist_local IDX files missing; no
       image/label features.
   """
-  try:
-    builder = tfds.builder(name, data_dir=data_dir)
-  except tfds.core.DatasetNotFoundError as e:
-    raise DatasetUnavailableError(
-        f"{name!r} is not a registered tfds dataset (check the spelling; "
-        f"'fashion_mnist_local' needs `import ssljax.data`).") from e
+  builder = _builder(name, data_dir)
   # is_prepared() only stats <data_dir>/<name>/<version>/dataset_info.json etc.
   if not builder.is_prepared():
     _prepare(builder, download)
@@ -64,6 +60,73 @@ def load_split(name: str, split: str, *, data_dir: str | None = None,
         f"{name!r}: expected uint8 images (N, H, W, C), got {images.dtype} "
         f"{images.shape}")
   return images, labels
+
+
+IN_MEMORY_MODES = ("auto", "yes", "no")
+# "auto" keeps a split in memory below this many decoded bytes.
+IN_MEMORY_LIMIT_BYTES = 2 << 30
+
+
+def open_split(name: str, split: str, *, data_dir: str | None = None,
+               download: bool = False, in_memory: str = "auto",
+               channels: int = 3):
+  """A random-access source (`ssljax.data.sources`) of one split.
+
+  Args:
+    name: "image_folder" (images under ``data_dir/<split>``) or a tfds name.
+    split: tfds split string, or the sub-folder of an image folder.
+    data_dir: the tfds data dir (None: tfds's default), or the image folder.
+    download: let tfds download and prepare a missing dataset (internet).
+    in_memory: tfds datasets only. "yes": decode the split into memory once
+      (`ArraySource`); "no": read it lazily from ArrayRecord files
+      (`TfdsSource`; host memory independent of the dataset size); "auto":
+      "yes" for images of one fixed shape totalling at most
+      IN_MEMORY_LIMIT_BYTES (2 GiB) decoded, else "no".
+    channels: image-folder images are converted to 1 or 3 channels.
+
+  Returns:
+    an `ArraySource`, `TfdsSource` or `ImageFolderSource`.
+
+  Raises:
+    DatasetUnavailableError: as `load_split`; an image folder without the
+      split's sub-folder or images; "no" for a split stored as TFRecord.
+    ValueError: in_memory not one of IN_MEMORY_MODES.
+  """
+  if in_memory not in IN_MEMORY_MODES:
+    raise ValueError(f"in_memory must be one of {IN_MEMORY_MODES}, got "
+                     f"{in_memory!r}")
+  if name == "image_folder":
+    if not data_dir:
+      raise DatasetUnavailableError(
+          "dataset 'image_folder' needs dataset.data_dir=DIR with the images "
+          "in DIR/train/<class>/*.jpg (class folders optional)")
+    return sources.ImageFolderSource(os.path.join(data_dir, split), channels)
+  builder = _builder(name, data_dir)
+  if not builder.is_prepared():
+    _prepare(builder, download)
+  image_key, label_key = _image_label_keys(builder)
+  shape = tuple(builder.info.features[image_key].shape)
+  if in_memory == "auto":
+    fixed = None not in shape
+    num = builder.info.splits[split].num_examples if fixed else 0
+    in_memory = ("yes" if fixed and num * int(np.prod(shape))
+                 <= IN_MEMORY_LIMIT_BYTES else "no")
+  if in_memory == "yes":
+    images, labels = load_split(name, split, data_dir=data_dir,
+                                download=download)
+    num_classes = getattr(builder.info.features[label_key], "num_classes",
+                          None)
+    return sources.ArraySource(images, labels, num_classes)
+  return sources.TfdsSource(builder, split, image_key, label_key)
+
+
+def _builder(name: str, data_dir):
+  try:
+    return tfds.builder(name, data_dir=data_dir)
+  except tfds.core.DatasetNotFoundError as e:
+    raise DatasetUnavailableError(
+        f"{name!r} is not a registered tfds dataset (check the spelling; "
+        f"'fashion_mnist_local' needs `import ssljax.data`).") from e
 
 
 def _prepare(builder, download: bool) -> None:

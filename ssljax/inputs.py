@@ -1,0 +1,183 @@
+"""What a run's config asks of the data: sources, batches, labels, graphs.
+
+The glue between a main-job config and `ssljax.data`: which splits to open
+(`open_sources`), the iterator of host batches for the train loop
+(`train_iterator`), how each part of a batch is sharded (`batch_shardings`),
+and the label and whole-dataset graphs some losses need.
+"""
+
+import jax
+import ml_collections
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from ssljax import data, graphs, methods
+
+__all__ = ["uses_labels", "uses_edges", "uses_edge_info", "dataset_graph",
+           "known_labels", "open_sources", "source_labels", "train_iterator",
+           "batch_shardings", "to_device_batch"]
+
+
+def uses_labels(config: ml_collections.ConfigDict) -> bool:
+  """Whether the loss graph is built from the batch labels."""
+  return config.graph.kind in ("supervised", "mixed")
+
+
+def uses_edges(config: ml_collections.ConfigDict) -> bool:
+  """Whether batches are edges of a whole-dataset graph (edge_batches)."""
+  return config.graph.kind in methods.DATASET_GRAPH_KINDS
+
+
+def uses_edge_info(config: ml_collections.ConfigDict) -> bool:
+  """Whether the loss needs the per-row weights of the edge batches.
+
+  Only the VIC² edge estimate needs the per-row weights; the two-view
+  losses see the edge endpoints as ordinary views."""
+  return uses_edges(config) and config.loss.form == "graph"
+
+
+def dataset_graph(config: ml_collections.ConfigDict, images: np.ndarray,
+                  labels: np.ndarray) -> graphs.EdgeGraph:
+  """The whole-train-set graph of ``config.graph`` as an edge list.
+
+  Args:
+    config: run config; graph.kind in methods.DATASET_GRAPH_KINDS.
+    images: uint8 (N, H, W, C) train images (k-NN features).
+    labels: int (N,) train labels (supervised graph; −1 hides a label).
+
+  Returns:
+    ssljax.graphs.EdgeGraph over the N train rows.
+
+  Raises:
+    ValueError: unknown kind or knn_features, bad k / per_node / file.
+  """
+  g = config.graph
+  if g.kind == "dataset_knn":
+    if g.knn_features not in ("pixels", "pca"):
+      raise ValueError(f"graph.knn_features must be 'pixels' or 'pca', got "
+                       f"{g.knn_features!r}")
+    pca_dim = g.knn_pca_dim if g.knn_features == "pca" else 0
+    features = graphs.pixel_features(images, pca_dim=pca_dim, seed=config.seed)
+    return graphs.knn_edges(features, g.knn_k)
+  if g.kind == "dataset_supervised":
+    return graphs.supervised_edges(known_labels(labels, config),
+                                   g.supervised_per_node, seed=config.seed)
+  if g.kind == "edge_list":
+    if not g.edge_list_path:
+      raise ValueError("graph.kind='edge_list' needs graph.edge_list_path")
+    return graphs.load_edge_list(g.edge_list_path, len(images))
+  raise ValueError(f"graph.kind {g.kind!r} is not a dataset graph; expected "
+                   f"one of {methods.DATASET_GRAPH_KINDS}")
+
+
+def known_labels(labels: np.ndarray, config: ml_collections.ConfigDict) -> np.ndarray:
+  """Train labels with all but a ``config.graph.label_fraction`` of them set to
+  −1 (unknown); which ones are kept is a function of ``config.seed`` only."""
+  fraction = config.graph.label_fraction
+  if not 0.0 <= fraction <= 1.0:
+    raise ValueError(f"graph.label_fraction must be in [0, 1], got {fraction}")
+  rng = np.random.default_rng([config.seed, 1])  # own stream: not the shuffle's
+  hidden = rng.permutation(len(labels))[int(round(fraction * len(labels))):]
+  out = np.asarray(labels, np.int32).copy()
+  out[hidden] = -1
+  return out
+
+
+
+
+
+def open_sources(config: ml_collections.ConfigDict):
+  """The (train, test) sources of ``config.dataset`` (`ssljax.data.open_split`).
+
+  The test source is None for an image folder without a ``test`` folder.
+
+  Raises:
+    ssljax.data.DatasetUnavailableError: as `ssljax.data.open_split`.
+  """
+  d = config.dataset
+  open_ = lambda split: data.open_split(
+      d.name, split, data_dir=d.data_dir, download=d.download,
+      in_memory=d.in_memory, channels=d.channels)
+  train = open_(d.train_split)
+  try:
+    test = open_(d.test_split)
+  except data.DatasetUnavailableError:
+    if d.name != "image_folder":
+      raise
+    test = None
+  return train, test
+
+
+def source_labels(source) -> np.ndarray:
+  """int32 (N,) labels of every example of a source (−1: unlabeled).
+
+  In-memory and folder sources hold them; a streamed tfds split is read
+  once, in chunks.
+  """
+  if hasattr(source, "labels"):
+    return np.asarray(source.labels, np.int32)
+  return np.concatenate([labels for _, labels in data.eval_batches(
+      source, batch_size=4096, size=source.image_shape[0]
+      if source.image_shape else 1)] or [np.zeros(0, np.int32)])
+
+
+def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
+                   start_step: int, num_steps: int, process_index: int,
+                   process_count: int, graph=None):
+  """Host batches (dicts, `to_device_batch`) of steps [start, start + num).
+
+  Batches of view samples come from `ssljax.data.train_batches`; with a
+  whole-dataset graph (``graph`` given) they are edge batches of
+  `ssljax.data.edge_batches` ("ready_views", augmented on the host, and
+  "edge_info" for the VIC² estimate), which need an in-memory source.
+  """
+  if graph is not None:
+    if not hasattr(source, "images"):
+      raise data.DatasetUnavailableError(
+          "whole-dataset graphs need the train split in memory "
+          "(dataset.in_memory='yes')")
+    views = {k: v for k, v in config.views.to_dict().items()
+             if k in data.augment_options({})}
+    batches = data.edge_batches(
+        source.images, graph, batch_size=config.batch_size, seed=config.seed,
+        start_step=start_step, num_steps=num_steps,
+        sampling=config.graph.edge_sampling,
+        augment=config.graph.augment_edges, augment_kwargs=views,
+        with_info=uses_edge_info(config), process_index=process_index,
+        process_count=process_count)
+    for item in batches:
+      views_, info = item if isinstance(item, tuple) else (item, None)
+      yield {"ready_views": views_} | ({} if info is None
+                                       else {"edge_info": info})
+    return
+  labels = (known_labels(source_labels(source), config)
+            if uses_labels(config) else None)
+  for batch in data.train_batches(
+      source, batch_size=config.batch_size, seed=config.seed, spec=spec,
+      start_step=start_step, num_steps=num_steps, process_index=process_index,
+      process_count=process_count, labels=labels,
+      threads=config.dataset.threads, prefetch=config.dataset.prefetch):
+    if labels is None:
+      batch.pop("labels")
+    yield batch
+
+
+# The batch axis of each part of a batch.
+_BATCH_AXIS = {"images": 0, "labels": 0, "views": 1, "ready_views": 1,
+               "edge_info": 2}
+
+
+def batch_shardings(batch: dict, mesh) -> dict:
+  """NamedShardings of a batch dict: every part sharded on its batch axis."""
+  spec = lambda key: NamedSharding(
+      mesh, P(*(None,) * _BATCH_AXIS[key], "data"))
+  return {k: (tuple(spec(k) for _ in v) if isinstance(v, tuple) else spec(k))
+          for k, v in batch.items() if k in _BATCH_AXIS}
+
+
+def to_device_batch(batch: dict, mesh) -> dict:
+  """Global arrays of this process's part of a batch
+  (``jax.make_array_from_process_local_data``); "indices" stays behind."""
+  batch = {k: v for k, v in batch.items() if k in _BATCH_AXIS}
+  return jax.tree.map(jax.make_array_from_process_local_data,
+                      batch_shardings(batch, mesh), batch)
