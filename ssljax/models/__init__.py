@@ -1,14 +1,30 @@
-"""Flax models: encoders chosen by name, projector heads."""
+"""Flax models: encoders chosen by name, projector heads.
+
+Encoders map images (B, H, W, C) to representations (B, D); all take
+``train`` (BatchNorm mode) and ``dtype`` (computation
+dtype, parameters stay float32). ``ENCODERS`` names them for configs:
+
+- ``"mlp"``, ``"cnn"``: small encoders of ``ssljax.models.encoders``;
+- ``"resnet18"`` (CIFAR stem by default, D = 512) and ``"resnet50"``
+  (ImageNet stem by default, D = 2048) of ``ssljax.models.resnet``; pass
+  ``stem="cifar"`` or ``stem="imagenet"`` in ``encoder_kwargs`` to change it;
+
+The projector (``ssljax.models.heads``) returns float32 embeddings even in
+bf16 runs.
+"""
 
 import jax.numpy as jnp
 
-from ssljax.models.encoders import MLPEncoder, ResNet18, SmallCNN
+from ssljax.models.encoders import MLPEncoder, SmallCNN
 from ssljax.models.heads import Projector, SSLNetwork
+from ssljax.models.resnet import ResNet, ResNet18, ResNet50
 
-__all__ = ["MLPEncoder", "SmallCNN", "ResNet18", "Projector", "SSLNetwork",
-           "ENCODERS", "make_network"]
+__all__ = ["MLPEncoder", "SmallCNN", "ResNet", "ResNet18", "ResNet50",
+           "Projector", "SSLNetwork", "ENCODERS",
+           "make_network"]
 
-ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18}
+ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18,
+            "resnet50": ResNet50}
 
 
 def make_network(encoder_name: str, encoder_kwargs: dict,
@@ -16,8 +32,9 @@ def make_network(encoder_name: str, encoder_kwargs: dict,
   """Builds encoder + projector from names and keyword arguments.
 
   Args:
-    encoder_name: one of ``ENCODERS`` ("mlp", "cnn", "resnet18").
-    encoder_kwargs: attributes of that encoder class (e.g. ``channels``).
+    encoder_name: one of ``ENCODERS`` ("mlp", "cnn", "resnet18", "resnet50").
+    encoder_kwargs: attributes of that encoder class (e.g. ``channels``,
+      ``stem``).
     projector_features: widths of the projector layers; the last is K.
     dtype: computation dtype of both parts (jnp.float32 or jnp.bfloat16).
 
