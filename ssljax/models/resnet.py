@@ -151,7 +151,7 @@ class ResNet18(ResNet):
   solo-learn / lightly CIFAR recipes; 11,168,832 parameters without fc);
   ``stem="imagenet"`` gives torchvision's resnet18 without fc (11,176,512).
   On this project's CPU machines it is only shape-tested (a forward+backward
-  at 32x32 takes ~36 s).
+  takes ~36 s).
   """
   stage_sizes: Sequence[int] = (2, 2, 2, 2)
   block: str = "basic"
