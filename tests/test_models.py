@@ -1,4 +1,13 @@
-"""Model output shapes (via jax.eval_shape: no compute) and BatchNorm modes."""
+"""Model output shapes and parameter counts (via jax.eval_shape: no compute),
+BatchNorm modes, bf16 compute, and the ViT's position-embedding interpolation.
+
+Reference parameter counts (no classification head): torchvision resnet50
+25,557,032 minus its fc 2,049,000 = 23,508,032; torchvision resnet18 minus fc
+= 11,176,512; timm vit_small_patch16_224 / vit_tiny_patch16_224 with
+num_classes=0: 21,665,664 / 5,524,416.
+"""
+
+import hashlib
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +30,14 @@ def _shapes(net, x_shape):
     ("cnn", dict(channels=(8, 16, 24)), (28, 28, 1), 24),
     ("cnn", dict(channels=(4, 8), downsample="stride"), (28, 28, 1), 8),
     ("resnet18", {}, (32, 32, 3), 512),
+    ("resnet18", dict(stem="imagenet"), (64, 64, 3), 512),
+    ("resnet50", {}, (224, 224, 3), 2048),
+    ("resnet50", {}, (64, 64, 3), 2048),
+    ("resnet50", dict(stem="cifar"), (32, 32, 3), 2048),
+    ("vit_tiny16", {}, (224, 224, 3), 192),
+    ("vit_small16", {}, (224, 224, 3), 384),
+    ("vit_small16", {}, (96, 96, 3), 384),
+    ("vit_small16", {}, (32, 48, 3), 384),
 ])
 def test_encoder_and_projector_shapes(name, kwargs, image, dim):
   net = models.make_network(name, kwargs, (64, 10))
@@ -29,17 +46,126 @@ def test_encoder_and_projector_shapes(name, kwargs, image, dim):
   assert z.dtype == jnp.float32
 
 
-def test_resnet18_has_the_standard_parameter_count():
-  # CIFAR ResNet-18 (3x3 stem, no fc): 11.17M parameters.
-  variables, _ = _shapes(models.ResNet18(), (2, 32, 32, 3))
-  count = sum(np.prod(p.shape) for p in jax.tree.leaves(variables["params"]))
-  assert 11_100_000 < count < 11_200_000
+def _count(variables):
+  return sum(int(np.prod(p.shape)) for p in jax.tree.leaves(variables["params"]))
 
 
-def test_bfloat16_network_still_returns_float32_embeddings():
-  net = models.make_network("cnn", dict(channels=(4, 8)), (8, 4), jnp.bfloat16)
-  _, (h, z) = _shapes(net, (3, 28, 28, 1))
+@pytest.mark.parametrize("encoder,image,count", [
+    (models.ResNet18(), 32, 11_168_832),                 # CIFAR stem
+    (models.ResNet18(stem="imagenet"), 224, 11_176_512),  # torchvision - fc
+    (models.ResNet50(), 224, 23_508_032),                 # torchvision - fc
+    (models.ViTTiny16(), 224, 5_524_416),                 # timm, num_classes=0
+    (models.ViTSmall16(), 224, 21_665_664),               # timm, num_classes=0
+])
+def test_encoders_have_the_standard_parameter_counts(encoder, image, count):
+  variables, _ = _shapes(encoder, (1, image, image, 3))
+  assert _count(variables) == count
+
+
+def test_resnet18_parameter_tree_is_unchanged_by_the_move():
+  # Names and shapes of make_network("resnet18", {}, (64, 10)) as they were
+  # before ResNet18 moved to models.resnet (digest recorded then): old
+  # checkpoints still restore.
+  net = models.make_network("resnet18", {}, (64, 10))
+  variables, _ = _shapes(net, (2, 32, 32, 3))
+  leaves = jax.tree_util.tree_leaves_with_path(variables)
+  lines = sorted(f"{jax.tree_util.keystr(p)} {tuple(x.shape)}" for p, x in leaves)
+  assert len(lines) == 107
+  digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+  assert digest == "a44114b117d5a86f"
+  params = variables["params"]["encoder"]
+  assert sorted(params) == ["BatchNorm_0", "Conv_0"] + [
+      f"_BasicBlock_{i}" for i in range(8)]
+  assert params["_BasicBlock_2"]["Conv_2"]["kernel"].shape == (1, 1, 64, 128)
+
+
+def test_resnet_rejects_an_unknown_stem():
+  with pytest.raises(ValueError, match="stem"):
+    _shapes(models.ResNet18(stem="tiny"), (1, 32, 32, 3))
+
+
+def test_resnet_zero_init_residual_zeroes_the_last_block_scale():
+  enc = models.ResNet(stage_sizes=(1,), stage_widths=(4,), block="bottleneck",
+                      zero_init_residual=True)
+  v = jax.jit(enc.init, static_argnames="train")(
+      jax.random.key(0), jnp.zeros((2, 8, 8, 3)), train=False)
+  block = v["params"]["_Bottleneck_0"]
+  assert not np.any(block["BatchNorm_2"]["scale"])
+  assert np.all(block["BatchNorm_1"]["scale"] == 1)
+
+
+@pytest.mark.parametrize("name,kwargs,image", [
+    ("mlp", dict(features=(8,)), (4, 4, 1)),
+    ("cnn", dict(channels=(4, 8)), (28, 28, 1)),
+    ("resnet18", {}, (32, 32, 3)),
+    ("resnet50", {}, (64, 64, 3)),
+    ("vit_tiny16", {}, (32, 32, 3)),
+])
+def test_bfloat16_computes_in_bf16_with_float32_parameters(name, kwargs, image):
+  net = models.make_network(name, kwargs, (8, 4), jnp.bfloat16)
+  variables, (h, z) = _shapes(net, (3, *image))
   assert h.dtype == jnp.bfloat16 and z.dtype == jnp.float32
+  assert {p.dtype for p in jax.tree.leaves(variables)} == {jnp.dtype("float32")}
+
+
+def test_bfloat16_vit_keeps_layernorm_in_float32():
+  # LayerNorm outputs are float32 (cast back to bf16 by the caller); the
+  # Dense layers compute in bf16.
+  enc = models.VisionTransformer(patch_size=8, hidden_dim=16, depth=1,
+                                 num_heads=2, dtype=jnp.bfloat16)
+  x = jnp.zeros((2, 16, 16, 3))
+  variables = jax.eval_shape(lambda k: enc.init(k, x), jax.random.key(0))
+  _, state = jax.eval_shape(
+      lambda v: enc.apply(v, x, capture_intermediates=True), variables)
+  inter = state["intermediates"]
+  block = inter["block_0"]
+  assert block["norm1"]["__call__"][0].dtype == jnp.float32
+  assert inter["norm"]["__call__"][0].dtype == jnp.float32
+  assert block["attn"]["qkv"]["__call__"][0].dtype == jnp.bfloat16
+  assert block["mlp"]["fc1"]["__call__"][0].dtype == jnp.bfloat16
+  assert inter["__call__"][0].dtype == jnp.bfloat16  # h
+
+
+def test_tiny_vit_forward_is_finite():
+  enc = models.VisionTransformer(patch_size=16, hidden_dim=32, depth=1,
+                                 num_heads=2)
+  x = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
+  v = jax.jit(enc.init)(jax.random.key(0), x)
+  apply = jax.jit(enc.apply)
+  h = apply(v, x, train=True)  # accepted, unused (no dropout)
+  assert h.shape == (2, 32) and bool(jnp.all(jnp.isfinite(h)))
+  # Another resolution reads the same parameters (interpolated positions).
+  h48 = apply(v, jax.random.normal(jax.random.key(2), (2, 48, 64, 3)))
+  assert h48.shape == (2, 32) and bool(jnp.all(jnp.isfinite(h48)))
+
+
+def test_vit_initialised_at_224_takes_96_pixel_local_crops():
+  enc = models.ViTSmall16()
+  variables = jax.eval_shape(lambda k: enc.init(k, jnp.zeros((1, 224, 224, 3))),
+                             jax.random.key(0))
+  assert variables["params"]["pos_embed"].shape == (1, 197, 384)
+  h = jax.eval_shape(enc.apply, variables, jnp.zeros((5, 96, 96, 3)))
+  assert h.shape == (5, 384)
+
+
+def test_pos_embed_interpolation_is_the_identity_at_the_init_grid():
+  pos = jax.random.normal(jax.random.key(0), (1, 1 + 14 * 14, 8))
+  for method in ("bicubic", "linear"):
+    same = models.interpolate_pos_embed(pos, (14, 14), method=method)
+    np.testing.assert_allclose(same, pos, rtol=1e-5, atol=1e-5)
+  small = models.interpolate_pos_embed(pos, (6, 6))
+  assert small.shape == (1, 37, 8)
+  np.testing.assert_array_equal(small[:, 0], pos[:, 0])  # class token kept
+
+
+def test_pos_embed_interpolation_needs_a_square_init_grid():
+  with pytest.raises(ValueError, match="square"):
+    models.interpolate_pos_embed(jnp.zeros((1, 1 + 2 * 3, 4)), (2, 2))
+
+
+def test_vit_rejects_an_image_not_divisible_by_the_patch():
+  with pytest.raises(ValueError, match="divisible"):
+    _shapes(models.ViTTiny16(), (1, 40, 40, 3))
 
 
 def test_batchnorm_uses_batch_statistics_only_in_training():

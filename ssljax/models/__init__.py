@@ -1,14 +1,37 @@
-"""Flax models: encoders chosen by name, projector heads."""
+"""Flax models: encoders chosen by name, projector heads.
+
+Encoders map images (B, H, W, C) to representations (B, D); all take
+``train`` (BatchNorm mode; unused by the ViTs) and ``dtype`` (computation
+dtype, parameters stay float32). ``ENCODERS`` names them for configs:
+
+- ``"mlp"``, ``"cnn"``: small encoders of ``ssljax.models.encoders``;
+- ``"resnet18"`` (CIFAR stem by default, D = 512) and ``"resnet50"``
+  (ImageNet stem by default, D = 2048) of ``ssljax.models.resnet``; pass
+  ``stem="cifar"`` or ``stem="imagenet"`` in ``encoder_kwargs`` to change it;
+- ``"vit_tiny16"`` (D = 192) and ``"vit_small16"`` (D = 384) of
+  ``ssljax.models.vit``; position embeddings are sized at init and
+  interpolated for other resolutions (multi-crop).
+
+The projector (``ssljax.models.heads``) returns float32 embeddings even in
+bf16 runs.
+"""
 
 import jax.numpy as jnp
 
-from ssljax.models.encoders import MLPEncoder, ResNet18, SmallCNN
+from ssljax.models.encoders import MLPEncoder, SmallCNN
 from ssljax.models.heads import Projector, SSLNetwork
+from ssljax.models.resnet import ResNet, ResNet18, ResNet50
+from ssljax.models.vit import (VisionTransformer, ViTSmall16, ViTTiny16,
+                               interpolate_pos_embed)
 
-__all__ = ["MLPEncoder", "SmallCNN", "ResNet18", "Projector", "SSLNetwork",
-           "ENCODERS", "make_network"]
+__all__ = ["MLPEncoder", "SmallCNN", "ResNet", "ResNet18", "ResNet50",
+           "VisionTransformer", "ViTTiny16", "ViTSmall16",
+           "interpolate_pos_embed", "Projector", "SSLNetwork", "ENCODERS",
+           "make_network"]
 
-ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18}
+ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18,
+            "resnet50": ResNet50, "vit_tiny16": ViTTiny16,
+            "vit_small16": ViTSmall16}
 
 
 def make_network(encoder_name: str, encoder_kwargs: dict,
@@ -16,8 +39,10 @@ def make_network(encoder_name: str, encoder_kwargs: dict,
   """Builds encoder + projector from names and keyword arguments.
 
   Args:
-    encoder_name: one of ``ENCODERS`` ("mlp", "cnn", "resnet18").
-    encoder_kwargs: attributes of that encoder class (e.g. ``channels``).
+    encoder_name: one of ``ENCODERS`` ("mlp", "cnn", "resnet18", "resnet50",
+      "vit_tiny16", "vit_small16").
+    encoder_kwargs: attributes of that encoder class (e.g. ``channels``,
+      ``stem``).
     projector_features: widths of the projector layers; the last is K.
     dtype: computation dtype of both parts (jnp.float32 or jnp.bfloat16).
 

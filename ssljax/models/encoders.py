@@ -4,6 +4,9 @@ Rows are samples. Every encoder takes ``train`` so that BatchNorm uses batch
 statistics during pretraining and running averages at evaluation. Under a
 sharded ``jax.jit`` the batch axis is global, so BatchNorm statistics are
 computed over the whole global batch, not per device.
+
+The ResNets live in ``ssljax.models.resnet``, the Vision Transformers in
+``ssljax.models.vit``.
 """
 
 from collections.abc import Sequence
@@ -11,7 +14,7 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-__all__ = ["MLPEncoder", "SmallCNN", "ResNet18"]
+__all__ = ["MLPEncoder", "SmallCNN"]
 
 
 class MLPEncoder(nn.Module):
@@ -74,46 +77,4 @@ class SmallCNN(nn.Module):
       if self.use_bn:
         x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
       x = nn.relu(x)
-    return jnp.mean(x, axis=(1, 2))
-
-
-class _BasicBlock(nn.Module):
-  """ResNet basic block (two 3x3 convs) with a projection shortcut when needed."""
-  width: int
-  stride: int = 1
-  dtype: jnp.dtype = jnp.float32
-
-  @nn.compact
-  def __call__(self, x, train: bool):
-    bn = lambda: nn.BatchNorm(use_running_average=not train, dtype=self.dtype)
-    y = nn.Conv(self.width, (3, 3), self.stride, use_bias=False, dtype=self.dtype)(x)
-    y = nn.relu(bn()(y))
-    y = nn.Conv(self.width, (3, 3), use_bias=False, dtype=self.dtype)(y)
-    y = bn()(y)
-    if x.shape[-1] != self.width or self.stride != 1:
-      x = nn.Conv(self.width, (1, 1), self.stride, use_bias=False, dtype=self.dtype)(x)
-      x = bn()(x)
-    return nn.relu(x + y)
-
-
-class ResNet18(nn.Module):
-  """CIFAR-style ResNet-18 (He et al. 2016): 3x3 stem, no max-pool, 4 stages of
-  2 basic blocks, global average pooling -> (B, 512).
-
-  This is the encoder of solo-learn / lightly CIFAR recipes; on this project's
-  CPU machines it is only shape-tested (a forward+backward takes ~36 s).
-  """
-  stage_widths: Sequence[int] = (64, 128, 256, 512)
-  dtype: jnp.dtype = jnp.float32
-
-  @nn.compact
-  def __call__(self, x, train: bool = True):
-    """x: (B, H, W, C) float -> (B, stage_widths[-1])."""
-    x = x.astype(self.dtype)
-    x = nn.Conv(self.stage_widths[0], (3, 3), use_bias=False, dtype=self.dtype)(x)
-    x = nn.relu(nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x))
-    for i, width in enumerate(self.stage_widths):
-      for j in range(2):
-        stride = 2 if (i > 0 and j == 0) else 1
-        x = _BasicBlock(width, stride, dtype=self.dtype)(x, train)
     return jnp.mean(x, axis=(1, 2))
