@@ -246,8 +246,9 @@ def _view_problems(config) -> list[str]:
           f" for every view or one per view (V = views.num_views + "
           f"views.num_local_views = {num_views})")
   if views.num_local_views and not views.local_size:
-    problems.append(f"config.views.local_size={views.local_size!r}: must be "
-                    f"> 0 with views.num_local_views={views.num_local_views}")
+    problems.append(f"config.views.num_local_views={views.num_local_views!r}:"
+                    f" needs views.local_size > 0 (the local crop side), got "
+                    f"{views.local_size!r}")
   return problems
 
 

@@ -15,7 +15,7 @@ from ssljax import data, graphs, methods
 
 __all__ = ["uses_labels", "uses_edges", "uses_edge_info", "dataset_graph",
            "known_labels", "open_sources", "source_labels", "train_iterator",
-           "batch_shardings", "to_device_batch"]
+           "batch_shardings", "to_device_batch", "skipped_images_warning"]
 
 
 def uses_labels(config: ml_collections.ConfigDict) -> bool:
@@ -181,3 +181,21 @@ def to_device_batch(batch: dict, mesh) -> dict:
   batch = {k: v for k, v in batch.items() if k in _BATCH_AXIS}
   return jax.tree.map(jax.make_array_from_process_local_data,
                       batch_shardings(batch, mesh), batch)
+
+
+def skipped_images_warning(source, reported: int) -> tuple[str | None, int]:
+  """A warning line when the source skipped more unreadable images.
+
+  Args:
+    source: a source; only `ssljax.data.ImageFolderSource` skips images.
+    reported: how many were counted in the last warning.
+
+  Returns:
+    (line or None when no new image was skipped, the count now).
+  """
+  skipped = dict(getattr(source, "skipped", {}))
+  if len(skipped) <= reported:
+    return None, reported
+  first = skipped[min(skipped)]
+  return (f"warning: {len(skipped)} unreadable image(s) skipped so far, each "
+          f"replaced by the next readable one (first: {first})", len(skipped))

@@ -283,6 +283,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # the device. Log and checkpoint steps are checked before anything is
   # written, so no file ever holds a non-finite step.
   unchecked = None  # (step, metrics, finite flag) not yet read by the host
+  skipped = 0  # unreadable images already reported
   try:
     for step in bar:
       batch = inputs.to_device_batch(next(batches), mesh)
@@ -296,6 +297,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       if log or save:  # the last step is both: nothing stays unchecked
         values, unchecked = monitor.check_metrics_finite(metrics, done, ckpt), None
       if log:
+        line, skipped = inputs.skipped_images_warning(train_source, skipped)
+        if line and jax.process_index() == 0:
+          tqdm.tqdm.write(line, file=sys.stderr)
         values["learning_rate"] = float(lr_fn(step))
         writer.write(done, values)
         bar.set_postfix(loss=f"{values['loss']:.4g}")

@@ -24,7 +24,6 @@ from ssljax.data.pipeline import IN_MEMORY_MODES
 from ssljax.data.pipeline import load_split
 from ssljax.data.pipeline import open_split
 from ssljax.data.pipeline import steps_per_epoch
-from ssljax.data.pipeline import view_batches
 from ssljax.data.sources import ArraySource
 from ssljax.data.sources import ImageFolderSource
 from ssljax.data.sources import TfdsSource
@@ -55,6 +54,5 @@ __all__ = [
     "step_indices",
     "steps_per_epoch",
     "train_batches",
-    "view_batches",
     "view_spec",
 ]

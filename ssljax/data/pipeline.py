@@ -1,25 +1,20 @@
-"""Input pipeline: tfds splits as numpy, stateless batches of augmented views.
+"""Opening a split: tfds datasets (in memory or streamed) and image folders.
 
-Rows are samples everywhere. ``view_batches`` yields (V, B, H, W, C) arrays;
-the view-major concatenation ``views.reshape(V * B, H, W, C)`` (row v*B + i is
-view v of sample i) matches ``ssljax.graphs.views_graph(B, V,
-order="view_major")``. All randomness is stateless and keyed by (seed, step,
-view), so a run resumed at any step sees exactly the batches of an uninterrupted
-run.
+`open_split` returns the random-access source (`ssljax.data.sources`) the
+streaming loader reads; `load_split` decodes a whole tfds split into memory
+(small datasets, the whole-dataset graphs); `steps_per_epoch` is the
+drop-remainder epoch length every loader uses.
 """
 
 import os
-from collections.abc import Iterator
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from ssljax.data import fashion_mnist, sources
-from ssljax.data.augment import VIEW_STREAM, augment_options, augment_rows
 
-__all__ = ["DatasetUnavailableError", "IN_MEMORY_MODES", "augment", "load_split", "open_split",
-           "steps_per_epoch", "view_batches"]
+__all__ = ["DatasetUnavailableError", "IN_MEMORY_MODES", "load_split",
+           "open_split", "steps_per_epoch"]
 
 
 
@@ -53,8 +48,16 @@ def load_split(name: str, split: str, *, data_dir: str | None = None,
   if not builder.is_prepared():
     _prepare(builder, download)
   image_key, label_key = _image_label_keys(builder)
-  data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1))
-  images, labels = data[image_key], data[label_key].astype(np.int32)
+  if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
+    # No tf.data reader for ArrayRecord: decode through the data source.
+    source = sources.TfdsSource(builder, split, image_key, label_key)
+    parts = [source.read(range(i, min(i + 4096, len(source))))
+             for i in range(0, len(source), 4096)]
+    images = np.concatenate([np.asarray(p[0]) for p in parts])
+    labels = np.concatenate([p[1] for p in parts])
+  else:
+    data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1))
+    images, labels = data[image_key], data[label_key].astype(np.int32)
   if images.dtype != np.uint8 or images.ndim != 4:
     raise DatasetUnavailableError(
         f"{name!r}: expected uint8 images (N, H, W, C), got {images.dtype} "
@@ -177,100 +180,6 @@ def steps_per_epoch(num_examples: int, batch_size: int) -> int:
     raise ValueError(f"batch_size must be in [1, num_examples={num_examples}], "
                      f"got {batch_size}")
   return num_examples // batch_size
-
-
-def view_batches(images: np.ndarray, *, batch_size: int, num_views: int = 2,
-                 seed: int, start_step: int = 0, num_steps: int,
-                 augment_kwargs: dict | None = None, process_index: int = 0,
-                 process_count: int = 1, prefetch: int = 2,
-                 labels: np.ndarray | None = None) -> Iterator:
-  """Yields augmented views of the batches for steps [start_step, start_step + num_steps).
-
-  The global batch at step s is a pure function of (seed, s): epoch
-  e = s // steps_per_epoch, permutation stateless_shuffle(range(N), [seed, e]),
-  rows perm[i*B:(i+1)*B] with i = s % steps_per_epoch; view v uses a stateless
-  key derived from (seed, s, v). Resuming at ``start_step`` therefore yields
-  exactly the batches of an uninterrupted run, and process p of P gets rows
-  [p*B/P, (p+1)*B/P) of the global batch with the random draws a single
-  process would use for them (equal up to float rounding in crop_and_resize).
-  Rows are samples: with b = B / P, ``views.reshape(V * b, H, W, C)`` is
-  view-major (row v*b + i is view v of sample i), matching
-  ``ssljax.graphs.views_graph(b, V, order="view_major")``.
-
-  Args:
-    images: uint8 (N, H, W, C) numpy array, held once in memory as a tf
-      constant.
-    batch_size: global batch size B, 2 <= B <= N, divisible by process_count.
-    num_views: views per sample V >= 1.
-    seed: int seed of the shuffle and of the augmentation.
-    start_step: first global step, >= 0.
-    num_steps: number of batches to yield, >= 0.
-    augment_kwargs: keyword arguments of ``augment`` (None: its defaults).
-    process_index: this process p, 0 <= p < process_count.
-    process_count: number of processes P.
-    prefetch: batches prepared ahead by tf.data.
-    labels: optional integer (N,) labels (−1 = unknown), for losses whose graph
-      G comes from labels (supervised / mixed graphs). When given, each item
-      is a pair (views, labels of the same rows (B / P,) int32).
-
-  Returns:
-    An iterator of float32 numpy arrays (V, B / P, H, W, C) in [0, 1], or of
-      (views, labels) pairs when ``labels`` is given.
-
-  Raises:
-    ValueError: naming the argument on invalid arguments.
-  """
-  _check_view_args(images, batch_size, num_views, start_step, num_steps,
-                   process_index, process_count)
-  if labels is not None:
-    labels = np.asarray(labels)
-    if labels.shape != images.shape[:1] or not np.issubdtype(labels.dtype,
-                                                              np.integer):
-      raise ValueError(f"labels must be integers of shape ({images.shape[0]},),"
-                       f" got {labels.dtype} {labels.shape}")
-    label_table = tf.constant(labels.astype(np.int32))
-  num_examples = images.shape[0]
-  per_epoch = steps_per_epoch(num_examples, batch_size)
-  local = batch_size // process_count
-  first = process_index * local
-  data = tf.constant(images)
-  aug = augment_options(augment_kwargs or {})
-
-  def make_batch(step):
-    epoch, position = step // per_epoch, step % per_epoch
-    perm = tf.random.experimental.stateless_shuffle(
-        tf.range(num_examples, dtype=tf.int64),
-        seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
-    start = position * batch_size + first
-    rows = perm[start:start + local]
-    batch = tf.cast(tf.gather(data, rows), tf.float32) / 255
-    base = tf.random.experimental.stateless_fold_in(
-        tf.constant([seed, VIEW_STREAM], tf.int64), step)
-    keys = tf.random.experimental.stateless_split(base, num_views)
-    views = tf.stack([augment_rows(batch, keys[v], first, batch_size, **aug)
-                      for v in range(num_views)])
-    return views if labels is None else (views, tf.gather(label_table, rows))
-
-  dataset = tf.data.Dataset.range(start_step, start_step + num_steps)
-  dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE,
-                        deterministic=True)
-  return dataset.prefetch(prefetch).as_numpy_iterator()
-
-
-def _check_view_args(images, batch_size, num_views, start_step, num_steps,
-                     process_index, process_count):
-  """Raises ValueError naming the first invalid ``view_batches`` argument."""
-  if not (isinstance(images, np.ndarray) and images.dtype == np.uint8
-          and images.ndim == 4):
-    raise ValueError("images must be a uint8 numpy array (N, H, W, C), got "
-                     f"{type(images).__name__} {getattr(images, 'dtype', None)} "
-                     f"{getattr(images, 'shape', None)}")
-  raise_first_invalid([
-      ("batch_size", batch_size, 2 <= batch_size <= images.shape[0],
-       f"in [2, N={images.shape[0]}]"),
-      ("num_views", num_views, num_views >= 1, ">= 1"),
-      *step_checks(batch_size, start_step, num_steps, process_index,
-                    process_count)])
 
 
 def step_checks(batch_size, start_step, num_steps, process_index,

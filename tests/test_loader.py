@@ -1,0 +1,285 @@
+"""The streaming input pipeline: sources, batches keyed by (seed, step), crops.
+
+Properties: the batch at step s is a pure function of (seed, s) (resume
+equals an uninterrupted run); P processes read disjoint shards that together
+are the single-process global batch and cover each epoch once; image folders
+(labels from class folders, unlabeled, mixed modes, corrupt files skipped,
+clear errors); a tfds ArrayRecord split streams the same records as the
+in-memory split; the host and device crops cut the same box.
+"""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+from PIL import Image
+
+from ssljax import data
+from ssljax.data import crops, synthetic
+
+SPEC = data.view_spec({"num_views": 2, "size": 24})
+
+
+def _array_source(num=40, size=12):
+  rng = np.random.default_rng(0)
+  images = rng.integers(0, 256, (num, size, size, 3), dtype=np.uint8)
+  return data.ArraySource(images, np.arange(num) % 5)
+
+
+def _take(source, **kwargs):
+  kwargs = {"batch_size": 8, "seed": 3, "spec": SPEC, "threads": 2} | kwargs
+  return list(data.train_batches(source, **kwargs))
+
+
+# ------------------------------------------------------------- batch order --
+def test_epoch_is_a_permutation_and_processes_split_each_step():
+  n, b, p = 40, 8, 4
+  per_epoch = n // b
+  seen = []
+  for step in range(per_epoch):
+    parts = [data.step_indices(step, seed=1, num_examples=n, batch_size=b,
+                               process_index=i, process_count=p)
+             for i in range(p)]
+    whole = data.step_indices(step, seed=1, num_examples=n, batch_size=b)
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+    seen.extend(whole)
+  assert sorted(seen) == list(range(n))  # every example once per epoch
+  other = data.step_indices(per_epoch, seed=1, num_examples=n, batch_size=b)
+  assert set(other) != set(data.step_indices(0, seed=1, num_examples=n,
+                                             batch_size=b))
+
+
+def test_resume_yields_the_batches_of_an_uninterrupted_run():
+  source = _array_source()
+  full = _take(source, num_steps=9)
+  resumed = _take(source, start_step=6, num_steps=3)
+  for a, b in zip(full[6:], resumed):
+    np.testing.assert_array_equal(a["images"], b["images"])
+    np.testing.assert_array_equal(a["labels"], b["labels"])
+
+
+def test_fixed_shape_batches_hold_the_images_of_their_indices():
+  source = _array_source()
+  for batch in _take(source, num_steps=3):
+    np.testing.assert_array_equal(batch["images"],
+                                  source.images[batch["indices"]])
+    np.testing.assert_array_equal(batch["labels"],
+                                  source.labels[batch["indices"]])
+
+
+def test_bad_arguments_name_the_argument():
+  source = _array_source()
+  with pytest.raises(ValueError, match="batch_size"):
+    _take(source, batch_size=41, num_steps=1)
+  with pytest.raises(ValueError, match="start_step"):
+    _take(source, start_step=-1, num_steps=1)
+  with pytest.raises(ValueError, match="process_count"):
+    _take(source, batch_size=9, process_count=2, num_steps=1)
+
+
+# ------------------------------------------------------------ image folders --
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+  root = tmp_path_factory.mktemp("images")
+  return synthetic.write_image_folder(root, num_train=24, num_test=12,
+                                      num_classes=3, size=30, size_jitter=6)
+
+
+def test_folder_labels_come_from_class_folders(folder):
+  source = data.ImageFolderSource(folder / "train")
+  assert len(source) == 24 and source.num_classes == 3
+  assert source.image_shape is None
+  images, labels = source.read([0, 5, 23])
+  assert all(x.dtype == np.uint8 and x.shape[2] == 3 for x in images)
+  names = [source.files[i].parts[0] for i in (0, 5, 23)]
+  assert [source.classes[y] for y in labels] == names
+
+
+def test_host_crops_resume_and_processes_agree(folder):
+  source = data.ImageFolderSource(folder / "train")
+  spec = data.view_spec({"num_views": 2, "size": 16, "num_local_views": 2,
+                         "local_size": 8})
+  full = _take(source, spec=spec, num_steps=4)
+  assert [v.shape for v in full[0]["views"]] == [(2, 8, 16, 16, 3),
+                                                 (2, 8, 8, 8, 3)]
+  resumed = _take(source, spec=spec, start_step=3, num_steps=1)[0]
+  parts = [_take(source, spec=spec, start_step=3, num_steps=1,
+                 process_index=i, process_count=2)[0] for i in range(2)]
+  for g in range(2):
+    np.testing.assert_array_equal(full[3]["views"][g], resumed["views"][g])
+    np.testing.assert_array_equal(
+        np.concatenate([p["views"][g] for p in parts], axis=1),
+        full[3]["views"][g])
+
+
+def test_unlabeled_folder_and_mixed_layouts(tmp_path):
+  rng = np.random.default_rng(0)
+  flat = tmp_path / "flat"
+  flat.mkdir()
+  for i in range(3):
+    Image.fromarray(rng.integers(0, 255, (9, 7, 3), np.uint8)).save(
+        flat / f"{i}.png")
+  source = data.ImageFolderSource(flat)
+  assert source.num_classes is None and (source.labels == -1).all()
+  os.makedirs(flat / "cls")
+  Image.fromarray(np.zeros((5, 5, 3), np.uint8)).save(flat / "cls" / "a.png")
+  with pytest.raises(data.DatasetUnavailableError, match="mixes"):
+    data.ImageFolderSource(flat)
+
+
+def test_empty_or_missing_folder_is_one_clear_error(tmp_path):
+  (tmp_path / "empty").mkdir()
+  (tmp_path / "empty" / "notes.txt").write_text("no images here")
+  with pytest.raises(data.DatasetUnavailableError, match="has no"):
+    data.ImageFolderSource(tmp_path / "empty")
+  with pytest.raises(data.DatasetUnavailableError, match="does not exist"):
+    data.ImageFolderSource(tmp_path / "missing")
+
+
+def test_modes_are_converted_to_the_requested_channels(tmp_path):
+  rgb = np.random.default_rng(1).integers(0, 255, (6, 6, 3), np.uint8)
+  Image.fromarray(rgb).convert("L").save(tmp_path / "a_grey.png")
+  Image.fromarray(rgb).save(tmp_path / "b_rgb.png")
+  Image.fromarray(rgb).convert("RGBA").save(tmp_path / "c_rgba.png")
+  Image.fromarray(rgb).convert("P").save(tmp_path / "d_palette.png")
+  images, _ = data.ImageFolderSource(tmp_path).read(range(4))
+  assert all(x.shape == (6, 6, 3) for x in images)
+  grey = np.asarray(Image.fromarray(rgb).convert("L"))
+  np.testing.assert_array_equal(images[0], np.repeat(grey[..., None], 3, 2))
+  np.testing.assert_array_equal(images[2], rgb)  # alpha dropped
+  images, _ = data.ImageFolderSource(tmp_path, channels=1).read(range(4))
+  assert all(x.shape == (6, 6, 1) for x in images)
+
+
+def test_corrupt_images_are_skipped_and_counted(tmp_path):
+  rng = np.random.default_rng(2)
+  for i in range(4):
+    Image.fromarray(rng.integers(0, 255, (20, 20, 3), np.uint8)).save(
+        tmp_path / f"{i}.jpg", quality=90)
+  good = (tmp_path / "1.jpg").read_bytes()
+  (tmp_path / "1.jpg").write_bytes(good[:len(good) // 3])  # truncated
+  (tmp_path / "2.jpg").write_bytes(b"not an image")
+  source = data.ImageFolderSource(tmp_path)
+  spec = data.view_spec({"num_views": 2, "size": 8})
+  batches = _take(source, spec=spec, batch_size=4, num_steps=3)
+  assert all(b["views"][0].shape == (2, 4, 8, 8, 3) for b in batches)
+  assert sorted(source.skipped) == [1, 2]
+  images, _ = source.read([1, 2])  # both replaced by the next readable: 3
+  np.testing.assert_array_equal(images[0], images[1])
+
+
+# ------------------------------------------------------------------- tfds --
+def test_array_record_split_streams_the_in_memory_records(tmp_path,
+                                                          monkeypatch):
+  from test_data import _synthetic, _write_idx  # pylint: disable=import-outside-toplevel
+  idx = tmp_path / "idx"
+  idx.mkdir()
+  for split, num, offset in (("train", 30, 0), ("test", 10, 100)):
+    images, labels = _synthetic(num, offset)
+    names = data.fashion_mnist.FASHION_MNIST_FILES[split]
+    _write_idx(idx / names[0], images)
+    _write_idx(idx / names[1], labels)
+  monkeypatch.setenv("SSLJAX_FASHION_MNIST_DIR", str(idx))
+  tfds.builder("fashion_mnist_local", data_dir=str(tmp_path / "tfds"),
+               file_format="array_record").download_and_prepare()
+  kwargs = dict(data_dir=str(tmp_path / "tfds"))
+  streamed = data.open_split("fashion_mnist_local", "train", in_memory="no",
+                             **kwargs)
+  memory = data.open_split("fashion_mnist_local", "train", in_memory="yes",
+                           **kwargs)
+  assert isinstance(streamed, data.TfdsSource) and len(streamed) == 30
+  assert streamed.num_classes == memory.num_classes == 10
+  spec = data.view_spec({"num_views": 2})
+  for a, b in zip(_take(streamed, spec=spec, num_steps=4),
+                  _take(memory, spec=spec, num_steps=4)):
+    np.testing.assert_array_equal(a["images"], b["images"])
+    np.testing.assert_array_equal(a["labels"], b["labels"])
+
+
+def test_tfrecord_split_cannot_stream_and_says_how_to_fix(tmp_path,
+                                                          monkeypatch):
+  from test_data import _synthetic, _write_idx  # pylint: disable=import-outside-toplevel
+  idx = tmp_path / "idx"
+  idx.mkdir()
+  for split, num in (("train", 8), ("test", 4)):
+    images, labels = _synthetic(num, 0)
+    names = data.fashion_mnist.FASHION_MNIST_FILES[split]
+    _write_idx(idx / names[0], images)
+    _write_idx(idx / names[1], labels)
+  monkeypatch.setenv("SSLJAX_FASHION_MNIST_DIR", str(idx))
+  with pytest.raises(data.DatasetUnavailableError, match="array_record"):
+    data.open_split("fashion_mnist_local", "train", in_memory="no",
+                    data_dir=str(tmp_path / "tfds"))
+
+
+# ------------------------------------------------------------------ crops --
+def test_eval_batches_centre_crop_images_of_other_sizes(folder):
+  source = data.ImageFolderSource(folder / "test")
+  chunks = list(data.eval_batches(source, batch_size=5, size=16))
+  assert [len(x) for x, _ in chunks] == [5, 5, 2]
+  assert all(x.shape[1:] == (16, 16, 3) for x, _ in chunks)
+  fixed = _array_source()
+  chunk, _ = next(data.eval_batches(fixed, batch_size=7))
+  np.testing.assert_array_equal(chunk, fixed.images[:7])
+
+
+def test_boxes_lie_in_the_image_with_the_requested_area():
+  u = np.random.default_rng(0).random((2000, 4))
+  y0, x0, h, w = crops.box_fractions(u, (0.2, 0.6), (3 / 4, 4 / 3), 30, 40)
+  assert (y0 >= 0).all() and (y0 + h <= 1 + 1e-12).all()
+  assert (x0 >= 0).all() and (x0 + w <= 1 + 1e-12).all()
+  ratio = (w * 40) / (h * 30)
+  unclipped = (h < 1) & (w < 1)
+  assert np.all((ratio[unclipped] > 0.75 - 1e-9) & (ratio[unclipped] < 4 / 3 + 1e-9))
+  np.testing.assert_allclose((h * w)[unclipped], 0.2 + 0.4 * u[unclipped, 0],
+                             rtol=1e-12)
+
+
+def test_full_box_device_crop_is_the_identity():
+  images = np.random.default_rng(0).random((3, 10, 10, 2)).astype(np.float32)
+  out = crops.device_crop(images, jax.random.key(0), size=10,
+                          crop_scale=(1.0, 1.0), crop_ratio=(1.0, 1.0))
+  np.testing.assert_allclose(out, images, atol=1e-5)
+
+
+def test_host_and_device_crops_cut_the_same_box():
+  # A smooth image (a ramp): both bilinear resamplers agree to rounding.
+  ys, xs = np.mgrid[0:32, 0:32]
+  ramp = np.stack([4 * ys + 2, 3 * xs + 20, 2 * (ys + xs)], -1).astype(np.uint8)
+  key = jax.random.key(5)
+  u = np.asarray(jax.random.uniform(key, (1, 4)))
+  device = crops.device_crop(ramp[None], key, size=16, crop_scale=(0.3, 1.0))
+  host = crops.host_crop(ramp, u[0], size=16, crop_scale=(0.3, 1.0))
+  inner = (slice(2, -2), slice(2, -2))  # edges: the two clamp differently
+  np.testing.assert_allclose(np.asarray(device[0])[inner], host[inner],
+                             atol=2.5)
+
+
+def test_device_views_multi_crop_shapes_and_key():
+  spec = data.view_spec({"num_views": 2, "num_local_views": 3,
+                         "local_size": 8, "jitter_prob": 0.8,
+                         "brightness": 0.4,
+                         "blur_prob": (1.0, 0.1, 0.5, 0.5, 0.5)})
+  images = jnp.asarray(np.random.default_rng(0).integers(
+      0, 256, (4, 16, 16, 3), dtype=np.uint8))
+  make = jax.jit(lambda x, k: data.device_views({"images": x}, k, spec))
+  views = make(images, jax.random.key(1))
+  assert [v.shape for v in views] == [(4, 16, 16, 3)] * 2 + [(4, 8, 8, 3)] * 3
+  assert all(float(v.min()) >= 0 and float(v.max()) <= 1 for v in views)
+  again = make(images, jax.random.key(1))
+  other = make(images, jax.random.key(2))
+  np.testing.assert_array_equal(views[0], again[0])
+  assert not np.allclose(views[0], other[0])
+
+
+def test_per_view_options_need_one_value_or_one_per_view():
+  spec = data.view_spec({"num_views": 2, "blur_prob": (1.0, 0.1),
+                         "blur_sigma": (0.1, 2.0)})
+  assert dict(spec.ops[0])["blur_prob"] == 1.0
+  assert dict(spec.ops[1])["blur_prob"] == 0.1
+  assert dict(spec.ops[1])["blur_sigma"] == (0.1, 2.0)
+  with pytest.raises(ValueError, match="blur_prob has 3 entries"):
+    data.view_spec({"num_views": 2, "blur_prob": (1.0, 0.1, 0.2)})
