@@ -35,6 +35,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # tfds's ArrayRecord files; "yes" | "no" force either.
   c.dataset.in_memory = "auto"
   c.dataset.channels = 3  # image_folder: images converted to 1 or 3 channels
+  # image_folder only: write a small generated folder at data_dir first if
+  # it has no train split (the recipes' smoke variants; ssljax.data.synthetic).
+  c.dataset.generate = False
+  c.dataset.generate_kwargs = config_dict.ConfigDict()  # write_image_folder args
   c.dataset.threads = 4  # host threads preparing batches (grain)
   c.dataset.prefetch = 4  # batches prepared ahead
 

@@ -147,6 +147,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "dataset.test_split": _split,
     "dataset.in_memory": _one_of("auto", "yes", "no"),
     "dataset.channels": _one_of(1, 3),
+    "dataset.generate": _bool,
+    "dataset.generate_kwargs": _anything,
     "dataset.threads": _int(1),
     "dataset.prefetch": _int(1),
     "views.num_views": _int(1),

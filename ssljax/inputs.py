@@ -6,12 +6,15 @@ The glue between a main-job config and `ssljax.data`: which splits to open
 and the label and whole-dataset graphs some losses need.
 """
 
+import os
+
 import jax
 import ml_collections
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ssljax import data, graphs, methods
+from ssljax.data import synthetic
 
 __all__ = ["uses_labels", "uses_edges", "uses_edge_info", "dataset_graph",
            "known_labels", "open_sources", "source_labels", "train_iterator",
@@ -90,11 +93,18 @@ def open_sources(config: ml_collections.ConfigDict):
   """The (train, test) sources of ``config.dataset`` (`ssljax.data.open_split`).
 
   The test source is None for an image folder without a ``test`` folder.
+  With ``dataset.generate`` an image folder that does not exist yet is
+  first written by `ssljax.data.synthetic.write_image_folder` (smoke runs).
 
   Raises:
     ssljax.data.DatasetUnavailableError: as `ssljax.data.open_split`.
   """
   d = config.dataset
+  if d.name == "image_folder" and d.generate and d.data_dir and (
+      jax.process_index() == 0) and not os.path.isdir(
+          os.path.join(d.data_dir, d.train_split)):
+    synthetic.write_image_folder(d.data_dir, seed=config.seed,
+                                 **dict(d.generate_kwargs))
   open_ = lambda split: data.open_split(
       d.name, split, data_dir=d.data_dir, download=d.download,
       in_memory=d.in_memory, channels=d.channels)
