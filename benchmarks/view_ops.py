@@ -22,6 +22,11 @@ Both do the same work (every enabled op evaluated for every row at every
 jitter step, then selected per row). Times are medians over ``--repeats``
 calls after a warm-up call (compilation); printed as images/s, the ratio
 jax / tf, and one JSON line per size.
+
+Measured 2026-11-23 on a shared 2-core CPU, no GPU (jax CPU backend,
+tensorflow-cpu 2.21, --repeats 5): 512 x 32² images 2408 (jax) vs 1060 (tf)
+images/s, 2.27x; 64 x 224² images 54 vs 18 images/s, 3.07x. The jnp ops are
+faster even on the host CPU, so they run on the devices inside the step.
 """
 
 import argparse

@@ -16,8 +16,9 @@ import pytest
 
 from ssljax.data import view_ops
 
-SIMPLE = dict(jitter_prob=0.8, brightness=0.4, contrast=0.4, grayscale_prob=0.5,
-              solarize_prob=0.5, erase_prob=0.5, noise_std=0.02)
+# Cheap to compile and to run eagerly (no colour jitter, no blur).
+SIMPLE = dict(grayscale_prob=0.5, solarize_prob=0.5, erase_prob=0.5,
+              noise_std=0.02)
 BYOL = dict(jitter_prob=0.8, brightness=0.4, contrast=0.4, saturation=0.2,
             hue=0.1, grayscale_prob=0.2, blur_prob=1.0, solarize_prob=0.2)
 _BYOL_VIEW = jax.jit(functools.partial(view_ops.apply_view, **BYOL))
@@ -237,8 +238,8 @@ def test_apply_view_is_deterministic_and_jit_agrees():
   np.testing.assert_array_equal(a, b)
   assert np.abs(np.asarray(a) - np.asarray(c)).max() > 0.1
   assert np.asarray(a).min() >= 0.0 and np.asarray(a).max() <= 1.0
-  # Eager (op-by-op) agrees with jit; a recipe without hue and blur keeps the
-  # eager dispatch fast.
+  # Eager (op-by-op) agrees with jit; a recipe without jitter and blur keeps
+  # the eager dispatch fast (the jitter and blur tests above run under jit).
   np.testing.assert_allclose(view_ops.apply_view(x, _key(1), **SIMPLE),
                              _SIMPLE_VIEW(x, _key(1)), atol=1e-6)
 
