@@ -283,3 +283,51 @@ def test_per_view_options_need_one_value_or_one_per_view():
   assert dict(spec.ops[1])["blur_sigma"] == (0.1, 2.0)
   with pytest.raises(ValueError, match="blur_prob has 3 entries"):
     data.view_spec({"num_views": 2, "blur_prob": (1.0, 0.1, 0.2)})
+
+
+# ---------------------------------------------------------- two processes --
+_SHARD_READER = r"""
+import sys
+import jax
+import numpy as np
+jax.distributed.initialize(sys.argv[1], num_processes=2,
+                           process_id=int(sys.argv[2]))
+from ssljax import data
+source = data.ImageFolderSource(sys.argv[3])
+spec = data.view_spec({"num_views": 2, "size": 12})
+batches = list(data.train_batches(
+    source, batch_size=8, seed=7, spec=spec, num_steps=len(source) // 8,
+    process_index=jax.process_index(), process_count=jax.process_count()))
+np.savez(sys.argv[4], indices=np.stack([b["indices"] for b in batches]),
+         views=np.stack([b["views"][0] for b in batches]))
+"""
+
+
+def test_two_processes_read_disjoint_shards_covering_the_epoch(folder,
+                                                               tmp_path):
+  import socket  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{s.getsockname()[1]}"
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  procs = [subprocess.Popen(
+      [sys.executable, "-c", _SHARD_READER, address, str(p),
+       str(folder / "train"), str(tmp_path / f"p{p}.npz")], env=env,
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           for p in range(2)]
+  for p in procs:
+    out = p.communicate(timeout=600)[0]
+    assert p.returncode == 0, out[-3000:]
+  parts = [np.load(tmp_path / f"p{p}.npz") for p in range(2)]
+  first, second = (set(p["indices"].ravel()) for p in parts)
+  assert not first & second  # disjoint shards
+  assert first | second == set(range(24))  # 24 images, 3 steps of 8: once
+  source = data.ImageFolderSource(folder / "train")
+  single = _take(source, spec=data.view_spec({"num_views": 2, "size": 12}),
+                 seed=7, num_steps=3)
+  for step, batch in enumerate(single):
+    np.testing.assert_array_equal(
+        np.concatenate([p["views"][step] for p in parts], axis=1),
+        batch["views"][0])
