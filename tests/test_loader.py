@@ -331,3 +331,58 @@ def test_two_processes_read_disjoint_shards_covering_the_epoch(folder,
     np.testing.assert_array_equal(
         np.concatenate([p["views"][step] for p in parts], axis=1),
         batch["views"][0])
+
+
+# ------------------------------------------------- multi-crop train steps --
+_MULTI_CROP_WORKER = r"""
+import json, sys
+import jax, numpy as np, optax
+from jax.sharding import NamedSharding, PartitionSpec as P
+sys.path.insert(0, sys.argv[1])
+from configs import frossl, vicreg
+from ssljax import inputs, models, train
+out = {}
+for method, form in (("frossl", "multi_view"), ("vicreg", "graph")):
+  c = (frossl if method == "frossl" else vicreg).get_config("smoke")
+  c.loss.form, c.views.num_views = form, 2
+  c.views.num_local_views, c.views.local_size = 2, 12
+  with c.views.ignore_type():
+    c.views.blur_prob = (1.0, 0.1, 0.5, 0.5)
+  net = models.make_network("cnn", {"channels": (4, 8)}, (16, 16))
+  state0 = jax.device_get(train.create_train_state(
+      net, optax.sgd(0.05), jax.random.key(0), (28, 28, 1)))
+  images = np.random.default_rng(0).integers(0, 256, (16, 28, 28, 1),
+                                             dtype=np.uint8)
+  rows = []
+  for devices in (jax.devices()[:1], jax.devices()):
+    mesh = train.make_mesh(devices)
+    state = jax.tree.map(lambda a: jax.device_put(np.array(a), NamedSharding(mesh, P())), state0)
+    batch = inputs.to_device_batch({"images": images}, mesh)
+    state, metrics = train.sharded_train_step(c, mesh)(state, batch)
+    leaves = jax.tree.leaves(jax.device_get(state.params))
+    rows.append((float(metrics["loss"]), np.concatenate([np.ravel(l) for l in leaves])))
+  moved = float(np.abs(rows[0][1] - np.concatenate([np.ravel(l) for l in jax.tree.leaves(state0.params)])).max())
+  out[method] = {"loss": [r[0] for r in rows], "moved": moved,
+                 "param_diff": float(np.abs(rows[0][1] - rows[1][1]).max()),
+                 "param_scale": float(np.abs(rows[0][1]).max())}
+print(json.dumps(out))
+"""
+
+
+def test_multi_crop_steps_on_eight_devices_equal_one_device():
+  # 2 global crops (28 px) + 2 local crops (12 px), cut on the devices from
+  # one uint8 batch, through FroSSL and the VICReg graph form (V = 4).
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=8")
+  proc = subprocess.run([sys.executable, "-c", _MULTI_CROP_WORKER, repo],
+                        env=env, capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
+  for method, row in out.items():
+    assert np.isfinite(row["loss"]).all(), (method, row)
+    np.testing.assert_allclose(row["loss"][0], row["loss"][1], rtol=1e-4)
+    assert row["moved"] > 1e-4, (method, row)  # the step changed parameters
+    assert row["param_diff"] <= 1e-4 * row["param_scale"], (method, row)
