@@ -20,9 +20,9 @@ Variants (default config: batch B = 256 samples x V = 2 views, AdamW):
 * The same models, losses and optimiser in PyTorch eager (``torch`` is not a
   dependency of ssljax; without it the column is skipped with a message).
 * A jit float32 (and bfloat16) 2048^3 matmul: this machine's dense peak.
-* ``ssljax.data.view_batches`` with the default augmentations of
-  configs/vicreg.py (crops, flips, brightness/contrast 0.4, erasing 0.5),
-  and with crops and flips only.
+* The host part of the input pipeline, ``ssljax.data.train_batches`` over
+  the in-memory split (fixed-shape images: the host gathers rows; crops and
+  the other view ops run inside the train step, so they are in its time).
 
 FLOPs per step come from XLA's cost analysis of the compiled step
 (``jitted.lower(...).compile().cost_analysis()["flops"]``: every op of the
@@ -150,17 +150,17 @@ def matmul(n: int, dtype):
 
 # ----------------------------------------------------------------- pipeline --
 def pipeline(images, config, steps: int):
-  """(run ``steps`` batches of view_batches, 0): a fresh iterator per call
-  (its first batch, which builds the tf graph, is drawn before timing)."""
-  kwargs = {k: v for k, v in config.views.to_dict().items() if k != "num_views"}
+  """(run ``steps`` host batches of train_batches, 0): a fresh iterator per
+  call (its first batch is drawn before timing)."""
+  source = data.ArraySource(images)
+  spec = data.view_spec(config.views)
   counter = [0]
 
   def make():
     counter[0] += 1
-    it = data.view_batches(images, batch_size=config.batch_size,
-                           num_views=config.views.num_views, seed=0,
-                           start_step=counter[0] * (steps + 1),
-                           num_steps=steps + 1, augment_kwargs=kwargs)
+    it = data.train_batches(source, batch_size=config.batch_size, seed=0,
+                            spec=spec, start_step=counter[0] * (steps + 1),
+                            num_steps=steps + 1)
     next(it)
     return it
   return make
@@ -377,10 +377,14 @@ def main():
         f"{os.cpu_count()} CPUs\nload before: {_load()}")
   images, _ = data.load_split("fashion_mnist_local", "train")
   c = vicreg_config.get_config()
-  views = next(data.view_batches(
-      images, batch_size=c.batch_size, num_views=2, seed=0, num_steps=1,
-      augment_kwargs={k: v for k, v in c.views.to_dict().items()
-                      if k != "num_views"}))
+  # One batch of augmented views (the step variants time the network and
+  # loss on these "ready" views, as the PyTorch step does).
+  spec = data.view_spec(c.views)
+  first = next(data.train_batches(data.ArraySource(images),
+                                  batch_size=c.batch_size, seed=0, spec=spec,
+                                  num_steps=1))
+  views = np.stack(jax.device_get(data.device_views(
+      {"images": first["images"]}, jax.random.key(0), spec)))
   variants = build_variants(args, images, views)
   seconds = interleaved(variants, args.rounds, args.steps)
   print(f"load after: {_load()}")

@@ -4,7 +4,7 @@ A multi-process run starts one copy of ``python -m ssljax.main`` per host (or
 per process); every copy calls ``initialize`` before JAX touches a device.
 Afterwards ``jax.devices()`` lists the devices of all processes, the train
 step's mesh spans them, each process feeds its own B/P rows of every global
-batch (``ssljax.data.view_batches``) and process 0 alone writes metrics and
+batch (``ssljax.data.train_batches``) and process 0 alone writes metrics and
 results.
 """
 

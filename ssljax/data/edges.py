@@ -1,13 +1,13 @@
 """Edge minibatches of a whole-dataset graph: B edges (i, j) per step.
 
-``edge_batches`` is the large-graph counterpart of ``view_batches``: instead
+``edge_batches`` is the large-graph counterpart of ``train_batches``: instead
 of B samples with V views each, step s draws B entries (i_b, j_b) of an
 `ssljax.graphs.EdgeGraph` i.i.d. (uniformly over the E stored entries, or
 ∝ their weight G_ij) and yields view 0 = augment(x_i), view 1 = augment(x_j).
 The other rows of the batch are the negatives. Memory is O(E + N) (the edge
 arrays and the images), never (N, N).
 
-Everything is stateless and keyed by (seed, step), like ``view_batches``: the
+Everything is stateless and keyed by (seed, step), like ``train_batches``: the
 batch at step s is a pure function of (seed, s), so a resumed run sees the
 same edges and augmentations as an uninterrupted one.
 
@@ -105,7 +105,7 @@ def edge_batches(images: np.ndarray, graph, *, batch_size: int, seed: int,
   Step s draws B entries i.i.d. with the stateless key (seed, s); process p
   of P keeps entries [p·B/P, (p+1)·B/P) and augments them with the draws a
   single process would use. View v uses key (seed, s, v) of the same stream
-  as ``view_batches``.
+  as the grey-level views of ``ssljax.data.augment``.
 
   Args:
     images: uint8 (N, H, W, C), N = graph.n.

@@ -186,7 +186,7 @@ def step_checks(batch_size, start_step, num_steps, process_index,
                  process_count) -> list:
   """(name, value, ok, requirement) checks shared by the batch iterators.
 
-  For `view_batches` and `ssljax.data.edges.edge_batches`; pass the list to
+  For `ssljax.data.edges.edge_batches`; pass the list to
   `raise_first_invalid`. Raises nothing itself.
   """
   return [
