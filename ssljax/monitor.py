@@ -10,6 +10,7 @@ measures the phases reported in results.json.
 import contextlib
 import json
 import os
+import resource
 import time
 
 from flax.metrics import tensorboard
@@ -19,6 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 __all__ = ["MetricWriter", "kept_line", "atomic_write", "all_finite",
+           "peak_rss_mib",
            "checkpoint_note", "check_metrics_finite", "check_state_finite",
            "timed"]
 
@@ -69,6 +71,11 @@ def atomic_write(path: str, text: str):
   with open(tmp, "w") as f:
     f.write(text)
   os.replace(tmp, path)
+
+
+def peak_rss_mib() -> float:
+  """Peak resident memory of this process so far, in MiB (ru_maxrss, Linux)."""
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @jax.jit

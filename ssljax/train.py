@@ -301,6 +301,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         if line and jax.process_index() == 0:
           tqdm.tqdm.write(line, file=sys.stderr)
         values["learning_rate"] = float(lr_fn(step))
+        values["host_peak_rss_mib"] = monitor.peak_rss_mib()
         writer.write(done, values)
         bar.set_postfix(loss=f"{values['loss']:.4g}")
       if save:

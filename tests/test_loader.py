@@ -94,7 +94,7 @@ def test_folder_labels_come_from_class_folders(folder):
   assert source.image_shape is None
   images, labels = source.read([0, 5, 23])
   assert all(x.dtype == np.uint8 and x.shape[2] == 3 for x in images)
-  names = [source.files[i].parts[0] for i in (0, 5, 23)]
+  names = [source.files[i].split(os.sep)[0] for i in (0, 5, 23)]
   assert [source.classes[y] for y in labels] == names
 
 

@@ -150,23 +150,32 @@ class ImageFolderSource:
     root = pathlib.Path(root)
     if not root.is_dir():
       raise DatasetUnavailableError(f"image folder {str(root)!r} does not exist")
-    files = sorted(p.relative_to(root) for p in root.rglob("*")
-                   if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    # Relative paths as plain strings (os.walk, not pathlib): the index is
+    # the one thing held per image, ~100 bytes each.
+    files = []
+    for directory, _, names in os.walk(root):
+      rel = os.path.relpath(directory, root)
+      files.extend(name if rel == "." else os.path.join(rel, name)
+                   for name in names
+                   if os.path.splitext(name)[1].lower() in IMAGE_SUFFIXES)
+    files.sort()
     if not files:
       raise DatasetUnavailableError(
           f"image folder {str(root)!r} has no {'/'.join(IMAGE_SUFFIXES)} files")
-    depths = {len(p.parts) for p in files}
+    tops = [f.split(os.sep, 1) for f in files]
+    depths = {len(t) for t in tops}
     if depths == {1}:
       classes, labels = (), np.full(len(files), -1, np.int32)
     elif 1 not in depths:
-      classes = tuple(sorted({p.parts[0] for p in files}))
+      classes = tuple(sorted({t[0] for t in tops}))
       index = {c: i for i, c in enumerate(classes)}
-      labels = np.asarray([index[p.parts[0]] for p in files], np.int32)
+      labels = np.asarray([index[t[0]] for t in tops], np.int32)
     else:
       raise DatasetUnavailableError(
           f"image folder {str(root)!r} mixes images in class folders with "
           "images at its top level; put every image in a class folder or none")
     self.root, self.files, self.labels = root, files, labels
+    del tops
     self.classes = classes
     self.num_classes = len(classes) or None
     self.image_shape = None
