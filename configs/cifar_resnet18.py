@@ -1,6 +1,7 @@
 """CIFAR-10/100 pretraining with a CIFAR-stem ResNet-18: solo-learn's recipes.
 
-    python -m ssljax.main --config configs/cifar_resnet18.py:vicreg,cifar10 --workdir runs/c10_vicreg
+    python -m ssljax.main --config configs/cifar_resnet18.py:vicreg,cifar10 \\
+        --workdir runs/c10_vicreg
 
 The argument is "method,dataset[,variant...]": method in METHODS, dataset in
 DATASETS, variant words "smoke" (about a minute on a CPU: a small generated
@@ -67,11 +68,13 @@ def parse_arg(arg: str | None) -> tuple[str, str, frozenset]:
   if dataset not in DATASETS:
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {DATASETS}")
   if words - set(VARIANT_WORDS):
-    raise ValueError(f"unknown variant word(s) {sorted(words - set(VARIANT_WORDS))}"
-                     f"; expected any of {VARIANT_WORDS}")
+    raise ValueError(f"unknown variant word(s) "
+                     f"{sorted(words - set(VARIANT_WORDS))}; expected any of "
+                     f"{VARIANT_WORDS}")
   if "multicrop" in words and method not in MULTICROP_METHODS:
     raise ValueError(f"'multicrop' needs a loss over V > 2 views; {method!r} "
-                     f"has only the two-view form (allowed: {MULTICROP_METHODS})")
+                     "has only the two-view form (allowed: "
+                     f"{MULTICROP_METHODS})")
   return method, dataset, words
 
 

@@ -1,4 +1,4 @@
-"""ImageNet-100 pretraining with a ResNet-18 (ImageNet stem): solo-learn's recipes.
+"""ImageNet-100 pretraining, ResNet-18 (ImageNet stem): solo-learn's recipes.
 
     python -m ssljax.main --config configs/imagenet100_resnet18.py:vicreg \\
         --config.dataset.data_dir=/data/imagenet100 --workdir runs/in100_vicreg
@@ -52,8 +52,9 @@ def parse_arg(arg: str | None) -> tuple[str, frozenset]:
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
   if words - set(VARIANT_WORDS):
-    raise ValueError(f"unknown variant word(s) {sorted(words - set(VARIANT_WORDS))}"
-                     f"; expected any of {VARIANT_WORDS}")
+    raise ValueError(f"unknown variant word(s) "
+                     f"{sorted(words - set(VARIANT_WORDS))}; expected any of "
+                     f"{VARIANT_WORDS}")
   if "asymmetric" in words and method != "vicreg":
     raise ValueError("'asymmetric' applies to vicreg (barlow_twins already "
                      "uses the asymmetric views)")
@@ -109,7 +110,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     v.solarize_prob = 0.1  # solarization.prob 0.1 on both crops
   else:
     # imagenet-100/augmentations/asymmetric.yaml (BYOL's views, Grill et al.
-    # 2020 Table 6): min scale 0.08; blur 1.0 / 0.1; solarization 0.0 / 0.2.
+    # 2020): min scale 0.08; blur 1.0 / 0.1; solarization 0.0 / 0.2.
     v.crop_scale = (0.08, 1.0)  # rrc.crop_min_scale 0.08
     with v.ignore_type():  # per-view tuples replace the float fields
       v.blur_prob = (1.0, 0.1)  # gaussian_blur.prob of crop 1, crop 2
