@@ -1,0 +1,156 @@
+"""The recipe configs: every variant validates, learning rates match their
+sources, and the smoke variants run end to end.
+
+    .venv/bin/python -m pytest tests/test_recipes.py          # fast suite
+    .venv/bin/python -m pytest tests/test_recipes.py -m slow  # other smokes
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ssljax import config_validation, train
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+from configs import cifar_resnet18  # noqa: E402
+from configs import imagenet100_resnet18  # noqa: E402
+from configs import vicreg_imagenet_resnet50  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+ALL = ([("cifar_resnet18", a) for a in cifar_resnet18.all_args()] +
+       [("imagenet100_resnet18", a) for a in imagenet100_resnet18.all_args()] +
+       [("vicreg_imagenet_resnet50", a)
+        for a in vicreg_imagenet_resnet50.VARIANTS])
+MODULES = {"cifar_resnet18": cifar_resnet18,
+           "imagenet100_resnet18": imagenet100_resnet18,
+           "vicreg_imagenet_resnet50": vicreg_imagenet_resnet50}
+
+
+def _config(module, arg):
+  return MODULES[module].get_config(arg)
+
+
+@pytest.mark.parametrize("module,arg", ALL, ids=[f"{m}:{a}" for m, a in ALL])
+def test_recipe_validates(module, arg):
+  config = _config(module, arg)
+  config_validation.validate(config)
+  words = set(arg.split(","))
+  if "smoke" in words:
+    assert config.dataset.name == "image_folder" and config.dataset.generate
+    assert config.num_steps == 3 and config.batch_size == 16
+  if "multicrop" in words:
+    assert (config.views.num_views, config.views.num_local_views) == (2, 4)
+    assert (config.views.size, config.views.local_size) == (32, 16)
+    assert config.loss.form == "graph"
+
+
+def test_cifar_default_arg_and_errors():
+  c = cifar_resnet18.get_config()
+  assert (c.method, c.dataset.name) == ("vicreg", "cifar10")
+  assert cifar_resnet18.get_config("barlow_twins,cifar100").dataset.name == (
+      "cifar100")
+  with pytest.raises(ValueError, match="two-view"):
+    cifar_resnet18.get_config("wmse,cifar10,multicrop")
+  with pytest.raises(ValueError, match="unknown method"):
+    cifar_resnet18.get_config("byol,cifar10")
+  with pytest.raises(ValueError, match="unknown dataset"):
+    cifar_resnet18.get_config("vicreg,stl10")
+  with pytest.raises(ValueError, match="variant"):
+    cifar_resnet18.get_config("vicreg,cifar10,long")
+
+
+def _peak_lr(config):
+  steps_per_epoch = 100
+  total = int(config.epochs * steps_per_epoch)
+  fn = train.create_learning_rate_fn(config.optim, config.batch_size,
+                                     steps_per_epoch, total)
+  warmup = int(config.optim.warmup_epochs * steps_per_epoch)
+  return float(fn(warmup)), float(fn(total))
+
+
+@pytest.mark.parametrize("module,arg,peak,end", [
+    # Bardes et al. 2022 Sec. 4.1: 0.2 x 2048/256; end_lr = 0.001 x peak
+    # (facebookresearch/vicreg main_vicreg.py).
+    ("vicreg_imagenet_resnet50", "default", 1.6, 1.6e-3),
+    # solo-learn: yaml lr x (batch 256 x 1 device)/256; min_lr 0.
+    ("cifar_resnet18", "vicreg,cifar10", 0.3, 0.0),
+    ("cifar_resnet18", "barlow_twins,cifar100", 0.3, 0.0),
+    ("cifar_resnet18", "simclr,cifar10", 0.4, 0.0),
+    ("cifar_resnet18", "wmse,cifar10", 2e-3, 0.0),
+    # solo-learn imagenet-100: lr 0.3 x (batch 128 x 2 devices)/256.
+    ("imagenet100_resnet18", "vicreg", 0.3, 0.0),
+    ("imagenet100_resnet18", "barlow_twins", 0.3, 0.0),
+])
+def test_effective_learning_rate(module, arg, peak, end):
+  got_peak, got_end = _peak_lr(_config(module, arg))
+  assert got_peak == pytest.approx(peak, rel=1e-6)
+  assert got_end == pytest.approx(end, rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize("module,arg,opt,wd,eta", [
+    ("vicreg_imagenet_resnet50", "default", "lars", 1e-6, 1e-3),
+    ("cifar_resnet18", "vicreg,cifar10", "lars", 1e-4, 0.02),
+    ("cifar_resnet18", "wmse,cifar10", "adamw", 1e-6, None),
+    ("imagenet100_resnet18", "vicreg", "lars", 1e-4, 0.02),
+])
+def test_optimiser_settings(module, arg, opt, wd, eta):
+  o = _config(module, arg).optim
+  assert (o.name, o.weight_decay) == (opt, wd)
+  if eta is not None:
+    assert o.trust_coefficient == eta
+
+
+def test_asymmetric_views():
+  v = vicreg_imagenet_resnet50.get_config().views
+  assert tuple(v.blur_prob) == (1.0, 0.1)
+  assert tuple(v.solarize_prob) == (0.0, 0.2)
+  v = imagenet100_resnet18.get_config("barlow_twins").views
+  assert tuple(v.blur_prob) == (1.0, 0.1)
+  assert tuple(v.solarize_prob) == (0.0, 0.2)
+  v = cifar_resnet18.get_config("barlow_twins,cifar10").views
+  assert tuple(v.solarize_prob) == (0.0, 0.2) and v.blur_prob == 0.0
+
+
+def _run_smoke(module, arg, tmp_path, extra=()):
+  workdir = tmp_path / "run"
+  cmd = [sys.executable, "-m", "ssljax.main", "--config",
+         os.path.join(REPO, "configs", module + ".py") + ":" + arg,
+         f"--config.dataset.data_dir={tmp_path / 'images'}",
+         f"--workdir={workdir}", *extra]
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                        timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = json.loads((workdir / "results.json").read_text())
+  assert results["steps"] == 3
+  assert results["dataset"] == "image_folder"
+  assert 0.0 <= results["probe_test_accuracy"] <= 1.0
+  assert 0.0 <= results["knn_test_accuracy"] <= 1.0
+  return results
+
+
+def test_cifar_vicreg_multicrop_smoke(tmp_path):
+  """One end-to-end recipe run in the fast suite: 2 x 32 px + 4 x 16 px views
+  on a generated image folder, graph-form VICReg, LARS."""
+  results = _run_smoke("cifar_resnet18", "vicreg,cifar10,multicrop,smoke",
+                       tmp_path)
+  assert results["loss_form"] == "graph"
+
+
+SLOW = [("cifar_resnet18", f"{m},cifar10,smoke")
+        for m in cifar_resnet18.METHODS] + [
+            ("cifar_resnet18", "barlow_twins,cifar100,multicrop,smoke"),
+            ("cifar_resnet18", "simclr,cifar10,multicrop,smoke"),
+            ("imagenet100_resnet18", "vicreg,smoke"),
+            ("imagenet100_resnet18", "vicreg,asymmetric,smoke"),
+            ("imagenet100_resnet18", "barlow_twins,smoke"),
+            ("vicreg_imagenet_resnet50", "smoke")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,arg", SLOW, ids=[f"{m}:{a}" for m, a in SLOW])
+def test_recipe_smoke(module, arg, tmp_path):
+  _run_smoke(module, arg, tmp_path)
