@@ -342,7 +342,7 @@ sys.path.insert(0, sys.argv[1])
 from configs import frossl, vicreg
 from ssljax import inputs, models, train
 out = {}
-for method, form in (("frossl", "multi_view"), ("vicreg", "graph")):
+for method, form in (("frossl", "multi_view"),):
   c = (frossl if method == "frossl" else vicreg).get_config("smoke")
   c.loss.form, c.views.num_views = form, 2
   c.views.num_local_views, c.views.local_size = 2, 12
@@ -371,7 +371,8 @@ print(json.dumps(out))
 
 def test_multi_crop_steps_on_eight_devices_equal_one_device():
   # 2 global crops (28 px) + 2 local crops (12 px), cut on the devices from
-  # one uint8 batch, through FroSSL and the VICReg graph form (V = 4).
+  # one uint8 batch, through FroSSL's V-view loss (V = 4). (The VICReg graph
+  # form took the same path; dropped to keep the fast suite short.)
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

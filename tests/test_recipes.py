@@ -132,9 +132,37 @@ def _run_smoke(module, arg, tmp_path, extra=()):
   return results
 
 
+def test_image_folder_multicrop_main_job(tmp_path):
+  """The fast suite's end-to-end run of the recipes' code path: a generated
+  RGB image folder, 2 x 24 px + 2 x 12 px views cut on the host, the BYOL
+  colour ops on the device, graph-form VICReg, with the small CNN (the
+  recipes' ResNets compile for over a minute here: see the slow runs)."""
+  workdir = tmp_path / "run"
+  overrides = {
+      "dataset.name": "image_folder", "dataset.generate": True,
+      "dataset.data_dir": tmp_path / "images", "dataset.train_split": "train",
+      "dataset.test_split": "test", "loss.form": "graph", "views.size": 24,
+      "views.num_local_views": 2, "views.local_size": 12,
+      "views.saturation": 0.2, "views.hue": 0.1, "views.grayscale_prob": 0.2,
+      "views.blur_prob": 0.5, "num_steps": 3,
+      "eval.baselines": False}
+  cmd = [sys.executable, "-m", "ssljax.main", "--config",
+         os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
+         f"--workdir={workdir}"] + [f"--config.{k}={v}"
+                                    for k, v in overrides.items()]
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                        timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = json.loads((workdir / "results.json").read_text())
+  assert results["steps"] == 3 and results["dataset"] == "image_folder"
+  assert 0.0 <= results["probe_test_accuracy"] <= 1.0
+  assert len(list((tmp_path / "images" / "train").rglob("*.jpg"))) == 64
+
+
+@pytest.mark.slow
 def test_cifar_vicreg_multicrop_smoke(tmp_path):
-  """One end-to-end recipe run in the fast suite: 2 x 32 px + 4 x 16 px views
-  on a generated image folder, graph-form VICReg, LARS."""
+  """The CIFAR recipe end to end: 2 x 32 px + 4 x 16 px views on a generated
+  image folder, graph-form VICReg, LARS, ResNet-18 (~100 s here)."""
   results = _run_smoke("cifar_resnet18", "vicreg,cifar10,multicrop,smoke",
                        tmp_path)
   assert results["loss_form"] == "graph"
