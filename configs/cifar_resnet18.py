@@ -41,8 +41,6 @@ Where this library differs from solo-learn (said again next to the field):
   (ssljax.evaluate), not solo-learn's online classifier (classifier_lr).
 """
 
-import os
-import tempfile
 
 from ml_collections import config_dict
 
@@ -236,29 +234,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
 
   # --------------------------------------------------------------- smoke --
   if "smoke" in words:
-    # Same code path at toy size: a generated RGB image folder of ~40 px
-    # images (ssljax.data.synthetic.write_image_folder) instead of tfds.
-    c.dataset.name = "image_folder"
-    c.dataset.generate = True
-    c.dataset.data_dir = os.path.join(
-        tempfile.gettempdir(), "ssljax_smoke_images_cifar_resnet18")
-    c.dataset.generate_kwargs = config_dict.ConfigDict(
-        {"num_train": 64, "num_test": 32, "num_classes": 4, "size": 40})
-    c.dataset.train_split = "train"
-    c.dataset.test_split = "test"
-    c.dataset.threads = 2
-    c.dataset.prefetch = 2
-    c.model.encoder_kwargs.stage_widths = (8, 16, 32, 64)  # D = 64
-    c.model.projector = (32,) * len(c.model.projector)  # same depth
+    # Same code path at toy size on a generated ~40 px RGB image folder.
+    vicreg.smoke_image_folder(c, "cifar_resnet18", image_size=40,
+                              view_size=32)
     if method == "wmse":
       c.model.projector = (32, 8)
       c.loss.whitening_size = 16  # > K = 8 rows per whitened sub-batch
-    c.batch_size = 16
-    c.num_steps = 3
-    c.log_every_steps = 1
-    c.checkpoint_every_steps = 3
-    c.eval.batch_size = 32
     c.eval.baselines = False
-    c.eval.knn_k = 5
-    c.eval.probe_max_iter = 20
   return c

@@ -34,8 +34,6 @@ LARS clip_lr, schedule ends, BatchNorm in the projector, precision,
 Barlow's scale_loss) are those listed in configs/cifar_resnet18.py.
 """
 
-import os
-import tempfile
 
 from ml_collections import config_dict
 
@@ -161,22 +159,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   if "smoke" in words:
     # Same code path at toy size: a generated RGB folder of ~80 px images,
     # 64 px views, ImageNet stem with tiny widths.
-    c.dataset.generate = True
-    c.dataset.data_dir = os.path.join(
-        tempfile.gettempdir(), "ssljax_smoke_images_imagenet100_resnet18")
-    c.dataset.generate_kwargs = config_dict.ConfigDict(
-        {"num_train": 64, "num_test": 32, "num_classes": 4, "size": 80})
-    c.dataset.threads = 2
-    c.dataset.prefetch = 2
-    v.size = 64
-    c.model.encoder_kwargs.stage_widths = (8, 16, 32, 64)
-    c.model.projector = (32, 32, 32)
-    c.batch_size = 16
-    c.num_steps = 3
-    c.log_every_steps = 1
-    c.checkpoint_every_steps = 3
-    c.eval.batch_size = 32
-    c.eval.knn_k = 5
-    c.eval.probe_max_iter = 20
+    vicreg.smoke_image_folder(c, "imagenet100_resnet18", image_size=80,
+                              view_size=64)
   return c
 

@@ -7,6 +7,9 @@ Variants: ``--config configs/vicreg.py:smoke`` (seconds on a CPU, for tests),
 with ``--config.field=value``; an unknown field is an error.
 """
 
+import os
+import tempfile
+
 from ml_collections import config_dict
 
 VARIANTS = ("default", "smoke", "long")
@@ -174,3 +177,36 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.eval.probe_max_iter = 500
     c.eval.probe_l2_grid = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
   return c
+
+
+def smoke_image_folder(c: config_dict.ConfigDict, recipe: str, *,
+                       image_size: int, view_size: int) -> None:
+  """Shrinks a recipe config ``c`` in place to its ``smoke`` variant.
+
+  The recipe's own code path (its views, optimiser and encoder kind) at toy
+  size, on a small generated RGB image folder
+  (`ssljax.data.synthetic.write_image_folder`, written on first use under the
+  temp dir, one per recipe): images of about ``image_size`` px, global views
+  of ``view_size`` px, ResNet stage widths 8-16-32-64, a 32-wide projector
+  of the recipe's depth, 3 steps of batch 16.
+  """
+  c.dataset.name = "image_folder"
+  c.dataset.generate = True
+  c.dataset.data_dir = os.path.join(tempfile.gettempdir(),
+                                    f"ssljax_smoke_images_{recipe}")
+  c.dataset.generate_kwargs = config_dict.ConfigDict(
+      {"num_train": 64, "num_test": 32, "num_classes": 4, "size": image_size})
+  c.dataset.train_split = "train"
+  c.dataset.test_split = "test"
+  c.dataset.threads = 2
+  c.dataset.prefetch = 2
+  c.views.size = view_size
+  c.model.encoder_kwargs.stage_widths = (8, 16, 32, 64)
+  c.model.projector = (32,) * len(c.model.projector)
+  c.batch_size = 16
+  c.num_steps = 3
+  c.log_every_steps = 1
+  c.checkpoint_every_steps = 3
+  c.eval.batch_size = 32
+  c.eval.knn_k = 5
+  c.eval.probe_max_iter = 20

@@ -24,8 +24,6 @@ probe is ssljax's offline L-BFGS probe, not the paper's linear evaluation
 protocol.
 """
 
-import os
-import tempfile
 
 from ml_collections import config_dict
 
@@ -111,27 +109,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.eval.probe_search_rows = 20000
 
   if variant == "smoke":
-    # Same code path at toy size on a generated ~80 px RGB image folder.
-    c.dataset.name = "image_folder"
-    c.dataset.generate = True
-    c.dataset.data_dir = os.path.join(
-        tempfile.gettempdir(), "ssljax_smoke_images_vicreg_imagenet_resnet50")
-    c.dataset.generate_kwargs = config_dict.ConfigDict(
-        {"num_train": 64, "num_test": 32, "num_classes": 4, "size": 80})
-    c.dataset.test_split = "test"
-    c.dataset.in_memory = "auto"  # not used by image folders
-    c.dataset.threads = 2
-    c.dataset.prefetch = 2
-    v.size = 64
-    # ResNet-50's bottleneck blocks and stem with tiny widths (D = 4 × 64).
-    c.model.encoder_kwargs.stage_widths = (8, 16, 32, 64)
-    c.model.projector = (32, 32, 32)
-    # model.dtype stays "bfloat16": the smoke run exercises bf16 compute.
-    c.batch_size = 16
-    c.num_steps = 3
-    c.log_every_steps = 1
-    c.checkpoint_every_steps = 3
-    c.eval.batch_size = 32
-    c.eval.knn_k = 5
-    c.eval.probe_max_iter = 20
+    # Same code path at toy size on a generated ~80 px RGB image folder:
+    # ResNet-50's bottleneck blocks and stem with tiny widths (D = 4 × 64);
+    # model.dtype stays "bfloat16", so the smoke run exercises bf16 compute.
+    vicreg.smoke_image_folder(c, "vicreg_imagenet_resnet50", image_size=80,
+                              view_size=64)
   return c

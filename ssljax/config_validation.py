@@ -117,6 +117,7 @@ def _per_view(rule, *, ranges=False):
     if why is None and not (many and len(v) == 0):
       return None
     return f"{why or 'non-empty'} (or a tuple with one such value per view)"
+  check.per_view, check.ranges = True, ranges  # read by _view_problems
   return check
 
 
@@ -235,11 +236,10 @@ def _view_problems(config) -> list[str]:
   views = config.views
   num_views = views.num_views + views.num_local_views
   problems = []
-  for path in _RULES:
-    if not path.startswith("views.") or not _RULES[path].__qualname__.startswith("_per_view"):
+  for path, rule in _RULES.items():
+    if not getattr(rule, "per_view", False):
       continue
-    value = _get(config, path)
-    ranges = path in ("views.blur_sigma", "views.erase_scale")
+    value, ranges = _get(config, path), rule.ranges
     many = isinstance(value, (tuple, list)) and (
         not ranges or isinstance(value[0], (tuple, list)))
     if many and len(value) not in (1, num_views):

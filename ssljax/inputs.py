@@ -126,9 +126,9 @@ def source_labels(source) -> np.ndarray:
   """
   if hasattr(source, "labels"):
     return np.asarray(source.labels, np.int32)
-  return np.concatenate([labels for _, labels in data.eval_batches(
-      source, batch_size=4096, size=source.image_shape[0]
-      if source.image_shape else 1)] or [np.zeros(0, np.int32)])
+  chunks = [source.read(range(i, min(i + 4096, len(source))))[1]
+            for i in range(0, len(source), 4096)]
+  return np.concatenate(chunks or [np.zeros(0, np.int32)])
 
 
 def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
