@@ -1,0 +1,87 @@
+"""What every evaluator sees: the run's context, and the small base class.
+
+An evaluator is one module ``ssljax/evaluators/<type>.py`` holding one class
+``Evaluator`` (big_vision style). ``config.evals.<name>`` names an instance:
+``type`` (the module), ``every_steps`` (0: once, after the last step) and
+the type's options. The train loop only calls ``due(step)`` and
+``run(state)``; it knows no evaluator by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EvalContext", "Evaluator"]
+
+
+@dataclasses.dataclass
+class EvalContext:
+  """The run as the evaluators see it (built once by the train loop).
+
+  Attributes:
+    config: the run's ``ml_collections.ConfigDict``.
+    mesh: the 1-D ``jax.sharding.Mesh`` ("data",) the run uses.
+    total_steps: the run's number of train steps.
+    num_classes: classes of the labelled splits (0: no labels).
+    features: ``features(state, split) -> (F, y)``: float32 (N, D) encoder
+      representations h (centre crops, BatchNorm in inference mode) and int32
+      (N,) labels of the probe's "train" (fit) or "test" rows; cached per
+      (state.step, split, state identity), so evaluators due at the same
+      step share one extraction. None when no split is labelled.
+    view_embeddings: ``view_embeddings(state) -> (h, z, sources)``: a fixed
+      sample of train images (same images and same augmentations at every
+      call), V views each: h float32 (V, B, D) representations, z float32
+      (V, B, K) projector outputs, sources int32 (B,) their image indices.
+    raw_pixels: ``raw_pixels(split) -> (X, y)``: float32 (N, H·W·C) pixels
+      in [0, 1] of in-memory splits, or None when a split streams.
+    initial_state: ``initial_state()`` -> the train state at its random
+      initialisation (a fresh copy each call).
+    shown: whether this process prints progress (process 0).
+  """
+  config: Any
+  mesh: Any
+  total_steps: int
+  num_classes: int
+  features: Callable[..., tuple[np.ndarray, np.ndarray]] | None
+  view_embeddings: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]
+  raw_pixels: Callable[[str], tuple[np.ndarray, np.ndarray] | None]
+  initial_state: Callable[[], Any]
+  shown: bool = True
+
+
+class Evaluator:
+  """Base class: ``run(state)`` yields (metric name, value) pairs.
+
+  Subclasses take their options as keyword arguments of ``__init__`` (after
+  ``name``, ``ctx`` and ``every_steps``), check them there and raise
+  ValueError naming the option, so bad options fail before training starts.
+
+  Attributes:
+    name: the entry's key in ``config.evals``; metric names are
+      ``"<name>/<metric>"``.
+    ctx: the `EvalContext`.
+    every_steps: run every that many steps, and always after the last step;
+      0 runs only after the last step.
+  """
+
+  def __init__(self, name: str, ctx: EvalContext, *, every_steps: int = 0):
+    if isinstance(every_steps, bool) or not isinstance(every_steps, int) or (
+        every_steps < 0):
+      raise ValueError(f"evals.{name}.every_steps must be an integer >= 0 "
+                       f"(0: only after the last step), got {every_steps!r}")
+    self.name, self.ctx, self.every_steps = name, ctx, every_steps
+
+  def due(self, step: int) -> bool:
+    """Whether to run after train step ``step`` (1-based count of steps)."""
+    if step == self.ctx.total_steps:
+      return True
+    return self.every_steps > 0 and step % self.every_steps == 0
+
+  def run(self, state) -> Iterator[tuple[str, float | np.ndarray]]:
+    """Yields ("<name>/<metric>", value): a float, or a 1-D array (a
+    spectrum) that the writer keeps out of the scalar summaries."""
+    raise NotImplementedError
