@@ -2,7 +2,7 @@
 
 An evaluator is one module ``ssljax/evaluators/<type>.py`` holding one class
 ``Evaluator`` (big_vision style). ``config.evals.<name>`` names an instance:
-``type`` (the module), ``every_steps`` (0: once, after the last step) and
+``type`` (the module), ``every_steps`` (None: once, after the last step) and
 the type's options. The train loop only calls ``due(step)`` and
 ``run(state)``; it knows no evaluator by name.
 """
@@ -64,22 +64,25 @@ class Evaluator:
     name: the entry's key in ``config.evals``; metric names are
       ``"<name>/<metric>"``.
     ctx: the `EvalContext`.
-    every_steps: run every that many steps, and always after the last step;
-      0 runs only after the last step.
+    every_steps: run every that many steps (an int > 0), and always after
+      the last step; None runs only after the last step.
   """
 
-  def __init__(self, name: str, ctx: EvalContext, *, every_steps: int = 0):
-    if isinstance(every_steps, bool) or not isinstance(every_steps, int) or (
-        every_steps < 0):
-      raise ValueError(f"evals.{name}.every_steps must be an integer >= 0 "
-                       f"(0: only after the last step), got {every_steps!r}")
+  def __init__(self, name: str, ctx: EvalContext, *,
+               every_steps: int | None = None):
+    if every_steps is not None and (
+        isinstance(every_steps, bool) or not isinstance(every_steps, int)
+        or every_steps <= 0):
+      raise ValueError(f"evals.{name}.every_steps must be an integer > 0 "
+                       f"(or None: only after the last step), got "
+                       f"{every_steps!r}")
     self.name, self.ctx, self.every_steps = name, ctx, every_steps
 
   def due(self, step: int) -> bool:
     """Whether to run after train step ``step`` (1-based count of steps)."""
     if step == self.ctx.total_steps:
       return True
-    return self.every_steps > 0 and step % self.every_steps == 0
+    return self.every_steps is not None and step % self.every_steps == 0
 
   def run(self, state) -> Iterator[tuple[str, float | np.ndarray]]:
     """Yields ("<name>/<metric>", value): a float, or a 1-D array (a
