@@ -86,6 +86,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.encoder_kwargs.channels = (16, 32, 64, 512)
   c.model.encoder_kwargs.downsample = "avg"
   c.model.projector = (512, 512)  # projector widths; the last is K
+  # Predictive methods (configs/byol.py, ...): predictor widths (Dense-BN-
+  # ReLU, last Dense) on z; () = none. head "dino" replaces the projector
+  # by the DINO head (ssljax.models.DINOHead; head_kwargs its attributes).
+  c.model.predictor = ()
+  c.model.head = "projector"  # "projector" | "dino"
+  c.model.head_kwargs = config_dict.ConfigDict()
   c.model.dtype = "float32"  # "float32" | "bfloat16" computation dtype
 
   c.loss = config_dict.ConfigDict()
@@ -123,6 +129,20 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.momentum = 0.9  # LARS momentum (unused by adamw)
   c.optim.trust_coefficient = 1e-3  # LARS η (unused by adamw)
 
+  # The momentum (EMA) teacher of BYOL, MoCo v3 and DINO: its momentum rises
+  # from `momentum` to `final_momentum` on a cosine (Grill et al. 2020, §3.2).
+  c.teacher = config_dict.ConfigDict()
+  c.teacher.momentum = 0.996
+  c.teacher.final_momentum = 1.0
+
+  # Online linear probe: a classifier on the stop-gradient representation of
+  # view 0, trained in the train step by its own AdamW (labels reach only
+  # it); evals.online_probe scores it on the test split.
+  c.online_probe = config_dict.ConfigDict()
+  c.online_probe.enabled = True
+  c.online_probe.learning_rate = 1e-3
+  c.online_probe.weight_decay = 0.0
+
   c.batch_size = 256  # global batch of samples (each with V views)
   # Pretraining epochs over the train split: 4 fit in 15 min on 2 CPU cores
   # (probe 0.8759); 6 reach 0.8882 in 18 min; ":long" (30) 0.8981 (README).
@@ -145,16 +165,36 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
 
   c.eval = config_dict.ConfigDict()
   c.eval.batch_size = 1000  # feature-extraction batch
-  c.eval.probe_l2_grid = (1e-6, 1e-5, 1e-4, 1e-3)  # L2 on ½‖W‖², chosen on val
-  c.eval.probe_val_fraction = 0.1  # of the train split, for choosing L2
-  c.eval.probe_max_iter = 100  # L-BFGS iterations per fit
-  c.eval.probe_search_rows = 20000  # train rows used while choosing L2
-  c.eval.knn_k = 20  # neighbours of the weighted k-NN monitor
-  c.eval.knn_temperature = 0.07  # τ of the k-NN vote weights
-  c.eval.baselines = True  # also probe raw pixels and the random-init encoder
   # Images of other sizes than the views: shorter side resized to
   # views.size / crop_fraction, then the central square (ImageNet: 256, 224).
   c.eval.crop_fraction = 0.875
+  c.eval.view_samples = 512  # train images whose views the label-free metrics see
+  c.eval.baselines = True  # run the baseline evaluators (raw pixels, random init)
+
+  # Evaluators by name (ssljax.evaluators; docs/guide/evaluators.md): "type"
+  # is a module of ssljax.evaluators, every_steps None = after the last step
+  # only; the other fields are the type's options.
+  c.evals = config_dict.ConfigDict()
+  probe = dict(l2_grid=(1e-6, 1e-5, 1e-4, 1e-3),  # L2 on ½‖W‖², chosen on val
+               val_fraction=0.1,  # of the train split, for choosing L2
+               max_iter=100,  # L-BFGS iterations per fit
+               search_rows=20000)  # train rows used while choosing L2
+  c.evals.probe = config_dict.ConfigDict(
+      {"type": "linear_probe", "every_steps": None, **probe})
+  c.evals.knn = config_dict.ConfigDict(  # weighted k-NN, cosine
+      {"type": "knn", "every_steps": None, "k": 20, "temperature": 0.07})
+  c.evals.raw_pixel_probe = config_dict.ConfigDict(
+      {"type": "raw_pixel_probe", "every_steps": None, **probe})
+  c.evals.random_init_probe = config_dict.ConfigDict(
+      {"type": "random_init_probe", "every_steps": None, **probe})
+  c.evals.online_probe = config_dict.ConfigDict(
+      {"type": "online_probe", "every_steps": None})
+  # Label-free metrics and the theory diagnostic, about once an epoch (on
+  # the test features and on 512 train images' views).
+  for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
+    c.evals[name] = config_dict.ConfigDict({"type": name, "every_steps": 200})
+  c.evals.few_shot = config_dict.ConfigDict(
+      {"type": "few_shot", "every_steps": None})
 
   if variant == "smoke":  # a CPU-seconds run for tests
     c.dataset.train_split = "train[:512]"
@@ -166,16 +206,21 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.log_every_steps = 2
     c.checkpoint_every_steps = 3
     c.eval.batch_size = 128
-    c.eval.probe_max_iter = 20
-    c.eval.knn_k = 5
+    c.eval.view_samples = 64
+    c.evals.probe.max_iter = 20
+    c.evals.knn.k = 5
+    for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
+      c.evals[name].every_steps = 3
   elif variant == "long":
     # Past 0.88: probe 0.8981, k-NN 0.8613 (random-init 0.8745, raw pixels
     # 0.8434 with this probe) in 82 min on 2 shared CPU cores (README).
     c.epochs = 30
     # A longer probe fit and a grid reaching stronger L2 (on the 4-epoch
     # encoder the default grid picked its strongest value, 1e-3).
-    c.eval.probe_max_iter = 500
-    c.eval.probe_l2_grid = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+    c.evals.probe.max_iter = 500
+    c.evals.probe.l2_grid = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+    for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
+      c.evals[name].every_steps = 1000
   return c
 
 
@@ -208,5 +253,6 @@ def smoke_image_folder(c: config_dict.ConfigDict, recipe: str, *,
   c.log_every_steps = 1
   c.checkpoint_every_steps = 3
   c.eval.batch_size = 32
-  c.eval.knn_k = 5
-  c.eval.probe_max_iter = 20
+  c.eval.view_samples = 16
+  c.evals.knn.k = 5
+  c.evals.probe.max_iter = 20

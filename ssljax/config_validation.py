@@ -121,6 +121,11 @@ def _per_view(rule, *, ranges=False):
   return check
 
 
+def _non_negative_widths(v):
+  ok = isinstance(v, (tuple, list)) and all(_is_int(x) and x > 0 for x in v)
+  return None if ok else "a tuple of layer widths > 0 (empty: no predictor)"
+
+
 def _split(v):
   return None if isinstance(v, str) and v else "a tfds split name, e.g. 'train' or 'train[:10%]'"
 
@@ -211,14 +216,17 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "distributed.num_processes": _int(1, none_ok=True),
     "distributed.process_id": _int(0, none_ok=True),
     "eval.batch_size": _int(1),
-    "eval.probe_l2_grid": _positive_reals,
-    "eval.probe_val_fraction": _real(0.0, 1.0, lo_open=True, hi_open=True),
-    "eval.probe_max_iter": _int(1),
-    "eval.probe_search_rows": _int(1),
-    "eval.knn_k": _int(1),
-    "eval.knn_temperature": _real(0.0, lo_open=True),
     "eval.baselines": _bool,
     "eval.crop_fraction": _real(0.0, 1.0, lo_open=True),
+    "eval.view_samples": _int(2),
+    "model.predictor": _non_negative_widths,
+    "model.head": _one_of("projector", "dino"),
+    "model.head_kwargs": _anything,
+    "teacher.momentum": _real(0.0, 1.0),
+    "teacher.final_momentum": _real(0.0, 1.0),
+    "online_probe.enabled": _bool,
+    "online_probe.learning_rate": _real(0.0, lo_open=True),
+    "online_probe.weight_decay": _real(0.0),
 }
 
 # Loss hyper-parameters by name (the names of ssljax.losses' keywords).
@@ -228,6 +236,12 @@ _LOSS_RULES = {
     "lambda_offdiag": _real(0.0),
     "whitening_size": _int(2),
     "block_size": _int(1, none_ok=True),
+    "student_temperature": _real(0.0, lo_open=True),
+    "teacher_temperature": _real(0.0, lo_open=True),
+    "warmup_teacher_temperature": _real(0.0, lo_open=True),
+    "teacher_temperature_warmup_epochs": _real(0.0),
+    "center_momentum": _real(0.0, 1.0),
+    "queue_size": _int(1),
 }
 
 

@@ -213,9 +213,9 @@ def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
 
 def _representations(state, x):
   """Encoder output h (before the projector), BatchNorm in inference mode."""
-  h, _ = state.apply_fn({"params": state.params, "batch_stats": state.batch_stats},
-                        x, train=False)
-  return h
+  out = state.apply_fn({"params": state.params,
+                        "batch_stats": state.batch_stats}, x, train=False)
+  return out[0]  # (h, z) or (h, z, p)
 
 
 def extract_features(state, images, batch_size, mesh,

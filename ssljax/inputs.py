@@ -133,8 +133,12 @@ def source_labels(source) -> np.ndarray:
 
 def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
                    start_step: int, num_steps: int, process_index: int,
-                   process_count: int, graph=None):
+                   process_count: int, graph=None, probe_labels: bool = False):
   """Host batches (dicts, `to_device_batch`) of steps [start, start + num).
+
+  With ``probe_labels`` each batch also carries "probe_labels", the true
+  labels of its rows (−1: unlabeled) for the online probe, whatever part
+  of them the loss graph may see.
 
   Batches of view samples come from `ssljax.data.train_batches`; with a
   whole-dataset graph (``graph`` given) they are edge batches of
@@ -160,6 +164,7 @@ def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
       yield {"ready_views": views_} | ({} if info is None
                                        else {"edge_info": info})
     return
+  all_labels = source_labels(source) if probe_labels else None
   labels = (known_labels(source_labels(source), config)
             if uses_labels(config) else None)
   for batch in data.train_batches(
@@ -169,12 +174,14 @@ def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
       threads=config.dataset.threads, prefetch=config.dataset.prefetch):
     if labels is None:
       batch.pop("labels")
+    if all_labels is not None:
+      batch["probe_labels"] = all_labels[batch["indices"]]
     yield batch
 
 
 # The batch axis of each part of a batch.
-_BATCH_AXIS = {"images": 0, "labels": 0, "views": 1, "ready_views": 1,
-               "edge_info": 2}
+_BATCH_AXIS = {"images": 0, "labels": 0, "probe_labels": 0, "views": 1,
+               "ready_views": 1, "edge_info": 2}
 
 
 def batch_shardings(batch: dict, mesh) -> dict:

@@ -10,6 +10,12 @@ Each method offers some of three forms:
   (V·B, K), and G the batch graph of ``batch_graph``: the V-view SSL graph,
   the supervised graph of the batch labels, or a mixture of the two.
 
+The predictive methods (BYOL, SimSiam, MoCo v3, DINO, NNCLR) read more than
+the projector outputs: predictions, a momentum teacher's outputs, a support
+queue or a centre. Their forms are the adapters of `ssljax.predictive`
+(``predictive_terms`` calls them); ``Method.predictor`` / ``teacher`` /
+``queue`` / ``center`` say what the network and the train state must hold.
+
 Adding a method = one entry in ``METHODS``.
 """
 
@@ -19,11 +25,11 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from ssljax import graphs, losses
+from ssljax import graphs, losses, predictive
 
 __all__ = ["METHODS", "FORMS", "GRAPH_KINDS", "DATASET_GRAPH_KINDS", "Method",
            "check_method",
-           "batch_graph", "loss_terms"]
+           "batch_graph", "loss_terms", "predictive_terms"]
 
 
 def _as_terms(fn: Callable) -> Callable:
@@ -49,6 +55,16 @@ class Method:
   graph: Callable | None = None
   two_view: Callable | None = None
   multi_view: Callable | None = None
+  # Predictive methods: the forms are `ssljax.predictive` adapters.
+  predictor: bool = False  # the network has a predictor head on z
+  teacher: bool = False  # an EMA (momentum) teacher gives the targets
+  queue: bool = False  # a FIFO support queue of embeddings (NNCLR)
+  center: bool = False  # a running centre of the teacher outputs (DINO)
+
+  @property
+  def predictive(self) -> bool:
+    """Whether the forms are `ssljax.predictive` adapters."""
+    return self.predictor or self.teacher or self.queue or self.center
 
 
 METHODS = {
@@ -63,6 +79,8 @@ METHODS = {
         two_view=_terms_of("spectral_contrastive_two_view")),
     "frossl": Method(multi_view=_terms_of("frossl")),
     "wmse": Method(two_view=_terms_of("wmse_two_view")),
+    **{name: Method(**forms, **predictive.NEEDS[name])
+       for name, forms in predictive.FORMS.items()},
 }
 FORMS = ("two_view", "multi_view", "graph")
 GRAPH_KINDS = ("views", "supervised", "mixed")
@@ -91,6 +109,10 @@ def check_method(method: str, form: str, num_views: int,
         f"{'graph' if 'graph' in offered else 'multi_view'!r}")
   if num_views < 2:
     raise ValueError(f"SSL losses need num_views >= 2, got {num_views}")
+  if METHODS[method].predictive and graph_kind != "views":
+    raise ValueError(f"method {method!r} trains on the views of each image "
+                     f"(its crop graph); graph kind {graph_kind!r} is not "
+                     "available for it, use 'views'")
   if graph_kind in DATASET_GRAPH_KINDS:
     _check_dataset_graph(method, form, num_views, graph_kind)
     return
@@ -213,3 +235,30 @@ def loss_terms(method: str, z_VxBxK: jax.Array, *, form: str, labels=None,
   g_NxN = batch_graph(graph.pop("kind", "views"), num_views, batch, labels,
                       dtype=z_VxBxK.dtype, **graph)
   return spec.graph(z_VxBxK.reshape(num_views * batch, k), g_NxN, **hparams)
+
+
+def predictive_terms(method: str, form: str, out: dict, memory: dict,
+                     schedule: dict, **hparams) -> tuple[dict, dict]:
+  """Loss terms and new memory of a predictive method (`ssljax.predictive`).
+
+  Args:
+    method: a key of ``METHODS`` whose ``Method.predictive`` is true.
+    form: a form the method offers.
+    out: {"p" (V, B, K'), "z" (V, B, K), "t" (G, B, K) or None,
+      "num_global": G}: predictions, projections, teacher outputs.
+    memory: the method's state between steps (queue, centre) or {}.
+    schedule: {"step", "total_steps", "steps_per_epoch"}.
+    **hparams: the method's keyword hyper-parameters (``config.loss``).
+
+  Returns:
+    (dict of scalar terms including "loss", new memory).
+
+  Raises:
+    ValueError: see ``check_method``; a method that is not predictive.
+  """
+  num_views = out["z"].shape[0]
+  check_method(method, form, num_views)
+  spec = METHODS[method]
+  if not spec.predictive:
+    raise ValueError(f"method {method!r} is not predictive; use loss_terms")
+  return getattr(spec, form)(out, memory, schedule, **hparams)

@@ -12,9 +12,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
-from flax.training import train_state
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -24,101 +22,104 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
-from ssljax import (checkpoints, config_validation, data, evaluate, inputs,
-                    methods, models, monitor)
+from ssljax import (checkpoints, config_validation, data, ema, evaluators,
+                    inputs, methods, monitor, report)
+# Re-exported (train.__all__): the state and what builds it.
+from ssljax.train_state import (TrainState, create_learning_rate_fn,
+                                create_network, create_optimizer,
+                                create_probe_optimizer, create_train_state)
+from ssljax.evaluators import context as eval_context
 # Re-exported (train.__all__): the data side of a config.
 from ssljax.inputs import (dataset_graph, known_labels, source_labels,
                            uses_edges, uses_labels)
 from ssljax.evaluate import extract_features  # re-exported (train.__all__)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_network", "create_train_state", "train_step",
+           "create_network", "create_train_state", "create_probe_optimizer",
+           "train_step",
            "sharded_train_step", "uses_labels", "uses_edges", "dataset_graph",
            "known_labels", "make_mesh",
            "extract_features", "train_and_evaluate"]
 
 
-class TrainState(train_state.TrainState):
-  """Flax TrainState plus BatchNorm running statistics."""
-  batch_stats: Any
-
-
-# ---------------------------------------------------------------- optimiser --
-def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
-                            steps_per_epoch: int, total_steps: int):
-  """Linear warm-up then cosine decay; peak lr = learning_rate · batch/256."""
-  peak = optim.learning_rate * batch_size / 256
-  warmup = min(int(optim.warmup_epochs * steps_per_epoch), total_steps - 1)
-  return optax.warmup_cosine_decay_schedule(
-      init_value=0.0, peak_value=peak, warmup_steps=max(warmup, 0),
-      decay_steps=total_steps, end_value=peak * optim.end_lr_factor)
-
-
-def _decay_mask(params):
-  # Weight decay and LARS trust ratios on kernels only, as in VICReg/BYOL.
-  return jax.tree.map(lambda p: p.ndim > 1, params)
-
-
-def create_optimizer(optim: ml_collections.ConfigDict, learning_rate_fn):
-  """optax AdamW or LARS from the config. Raises ValueError on other names."""
-  if optim.name == "adamw":
-    return optax.adamw(learning_rate_fn, weight_decay=optim.weight_decay,
-                       mask=_decay_mask)
-  if optim.name == "lars":
-    return optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
-                      weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
-                      trust_coefficient=optim.trust_coefficient,
-                      momentum=optim.momentum)
-  raise ValueError(f"unknown optimiser {optim.name!r}; expected 'adamw' or 'lars'")
-
-
-# -------------------------------------------------------------------- model --
-def create_network(config: ml_collections.ConfigDict) -> models.SSLNetwork:
-  dtypes = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-  if config.model.dtype not in dtypes:
-    raise ValueError(f"model.dtype must be one of {sorted(dtypes)}, got "
-                     f"{config.model.dtype!r}")
-  return models.make_network(config.model.encoder,
-                             config.model.encoder_kwargs.to_dict(),
-                             config.model.projector, dtypes[config.model.dtype])
-
-
-def create_train_state(network, tx, key, image_shape) -> TrainState:
-  """Initialises parameters and optimiser state from ``key``."""
-  variables = network.init(key, jnp.zeros((2, *image_shape), jnp.float32),
-                           train=False)
-  return TrainState.create(apply_fn=network.apply, params=variables["params"],
-                           batch_stats=variables.get("batch_stats", {}), tx=tx)
-
-
 # --------------------------------------------------------------- train step --
+def _forward(apply_fn, params, batch_stats, views):
+  """Each view through the network on its own (train mode): BatchNorm
+  normalises per view, as in the official VICReg code (global and local
+  crops differ in size). Returns (outputs per view, new batch_stats)."""
+  outs = []
+  for x in views:  # V is static: unrolled
+    out, updates = apply_fn({"params": params, "batch_stats": batch_stats},
+                            x, train=True, mutable=["batch_stats"])
+    batch_stats = updates["batch_stats"]
+    outs.append(out)
+  return outs, batch_stats
+
+
+def _online_probe(state, h_BxD, labels, probe_tx):
+  """One step of the online linear probe on stop-gradient features h;
+  labels −1 are left out. Returns (new probe, metrics)."""
+  h_BxD = jax.lax.stop_gradient(h_BxD).astype(jnp.float32)
+  known = labels >= 0
+
+  def loss_fn(params):
+    logits = h_BxD @ params["kernel"] + params["bias"]
+    ce = optax.softmax_cross_entropy_with_integer_labels(
+        logits, jnp.maximum(labels, 0))
+    count = jnp.maximum(jnp.sum(known), 1)
+    hits = (jnp.argmax(logits, -1) == labels) & known
+    return jnp.sum(ce * known) / count, jnp.sum(hits) / count
+
+  params = state.probe["params"]
+  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+  updates, opt_state = probe_tx.update(grads, state.probe["opt_state"], params)
+  return ({"params": optax.apply_updates(params, updates),
+           "opt_state": opt_state},
+          {"online_probe_loss": loss, "online_probe_train_accuracy": accuracy})
+
+
 def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
                graph_kwargs: dict | None = None,
-               spec: data.ViewSpec | None = None, seed: int = 0):
+               spec: data.ViewSpec | None = None, seed: int = 0,
+               total_steps: int = 1, steps_per_epoch: int = 1,
+               teacher_momentum: tuple = (0.996, 1.0), probe_tx=None):
   """One SGD step on a batch: views made on the devices, then the loss.
 
   The views are made here (`ssljax.data.device_views`), keyed by (seed,
   state.step), so they are the same after a resume and on any mesh. Each
-  view goes through the network on its own, as in the official VICReg
-  code: BatchNorm normalises per view (global and local crops differ in
-  size), and the batch axis stays sharded.
+  view goes through the network on its own (BatchNorm per view) and the
+  batch axis stays sharded. A method with a momentum teacher runs the
+  teacher on the global views (no gradient) and moves it towards the new
+  parameters with the cosine momentum of ``teacher_momentum`` (BYOL);
+  its memory (queue, centre) is updated by the loss. The online probe, if
+  the state has one, is trained on the stop-gradient representation of
+  view 0 with its own optimiser ``probe_tx``: no gradient reaches the
+  encoder.
 
   Args:
     state: TrainState (replicated).
     batch: dict from `ssljax.inputs.to_device_batch`: "images" or "views"
       (uint8, cropped or to crop) or "ready_views" (float32 (V, B, H, W, C)),
-      with "labels" (B,) int32 when the loss graph comes from labels and
-      "edge_info" (3, 2, B) float32 for the VIC² estimate on a dataset graph.
+      with "labels" (B,) int32 when the loss graph comes from labels,
+      "probe_labels" (B,) int32 for the online probe, and "edge_info"
+      (3, 2, B) float32 for the VIC² estimate on a dataset graph.
       An array (V, B, H, W, C) of ready views, or a pair (views, labels or
       edge info), is accepted too.
-    method, loss_kwargs: the loss, as in ``ssljax.methods.loss_terms``.
+    method, loss_kwargs: the loss, as in ``ssljax.methods.loss_terms`` /
+      ``predictive_terms`` (``loss_kwargs["form"]`` is the form).
     graph_kwargs: ``batch_graph`` options ("kind", "alpha", "normalize");
       None means the V-view SSL graph.
     spec: the run's `ssljax.data.ViewSpec` (None: ready views only).
     seed: the run's seed.
+    total_steps, steps_per_epoch: the run's length (momentum and
+      temperature schedules).
+    teacher_momentum: (base, final) EMA momentum of the teacher.
+    probe_tx: optax optimiser of the online probe.
 
   Returns:
-    (new state, dict of scalar metrics: the loss terms, "grad_norm").
+    (new state, dict of scalar metrics: the loss terms, "grad_norm", the
+    teacher's "teacher_momentum" and the online probe's loss and accuracy
+    where they exist).
   """
   on_edges = (graph_kwargs or {}).get("kind") in methods.DATASET_GRAPH_KINDS
   if not isinstance(batch, dict):
@@ -127,25 +128,60 @@ def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
     if extra is not None:
       batch["edge_info" if on_edges else "labels"] = extra
   key = jax.random.fold_in(jax.random.key(seed), state.step)
-  views = data.device_views(batch, key, spec or data.ViewSpec())
+  spec = spec or data.ViewSpec(num_global=2)
+  views = data.device_views(batch, key, spec)
+  num_global = min(spec.num_global, len(views))
+  recipe = methods.METHODS[method]
+  hparams = dict(loss_kwargs)
+  form = hparams.pop("form")
+  schedule = {"step": state.step, "total_steps": total_steps,
+              "steps_per_epoch": steps_per_epoch}
+
+  teacher_out = None
+  if recipe.teacher:
+    outs, teacher_stats = _forward(state.apply_fn, state.teacher["params"],
+                                   state.teacher["batch_stats"],
+                                   views[:num_global])
+    teacher_out = jax.lax.stop_gradient(jnp.stack([o[1] for o in outs]))
 
   def loss_fn(params):
-    batch_stats, z_views = state.batch_stats, []
-    for x in views:  # V is static: unrolled
-      (_, z), updates = state.apply_fn(
-          {"params": params, "batch_stats": batch_stats}, x, train=True,
-          mutable=["batch_stats"])
-      batch_stats = updates["batch_stats"]
-      z_views.append(z)
-    terms = methods.loss_terms(method, jnp.stack(z_views),
-                               labels=batch.get("labels"),
-                               graph=graph_kwargs,
-                               edge_info=batch.get("edge_info"), **loss_kwargs)
-    return terms["loss"], (terms, batch_stats)
+    outs, batch_stats = _forward(state.apply_fn, params, state.batch_stats,
+                                 views)
+    z_VxBxK = jnp.stack([o[1] for o in outs])
+    if recipe.predictive:
+      p = jnp.stack([o[2] for o in outs]) if recipe.predictor else z_VxBxK
+      terms, memory = methods.predictive_terms(
+          method, form, {"p": p, "z": z_VxBxK, "t": teacher_out,
+                         "num_global": num_global},
+          state.memory, schedule, **hparams)
+    else:
+      terms = methods.loss_terms(method, z_VxBxK, form=form,
+                                 labels=batch.get("labels"),
+                                 graph=graph_kwargs,
+                                 edge_info=batch.get("edge_info"), **hparams)
+      memory = state.memory
+    return terms["loss"], (terms, batch_stats, memory, outs[0][0])
 
-  grads, (terms, batch_stats) = jax.grad(loss_fn, has_aux=True)(state.params)
-  state = state.apply_gradients(grads=grads, batch_stats=batch_stats)
-  return state, {**terms, "grad_norm": optax.tree.norm(grads)}
+  grads, (terms, batch_stats, memory, h_BxD) = jax.grad(
+      loss_fn, has_aux=True)(state.params)
+  metrics = {**terms, "grad_norm": optax.tree.norm(grads)}
+  new = state.apply_gradients(grads=grads, batch_stats=batch_stats,
+                              memory=memory)
+  if recipe.teacher:
+    momentum = ema.cosine_momentum(state.step, total_steps,
+                                   base=teacher_momentum[0],
+                                   final=teacher_momentum[1])
+    new = new.replace(teacher={
+        "params": ema.ema_update(state.teacher["params"], new.params,
+                                 momentum),
+        "batch_stats": teacher_stats})
+    metrics["teacher_momentum"] = momentum
+  if state.probe and "probe_labels" in batch:
+    probe, probe_metrics = _online_probe(state, h_BxD, batch["probe_labels"],
+                                         probe_tx)
+    new = new.replace(probe=probe)
+    metrics.update(probe_metrics)
+  return new, metrics
 
 
 def _graph_kwargs(config: ml_collections.ConfigDict) -> dict:
@@ -153,8 +189,12 @@ def _graph_kwargs(config: ml_collections.ConfigDict) -> dict:
           "normalize": config.graph.normalize}
 
 
-def sharded_train_step(config: ml_collections.ConfigDict, mesh):
+def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
+                       total_steps: int = 1, steps_per_epoch: int = 1):
   """``train_step`` jitted: state replicated on ``mesh``, the batch as placed.
+
+  ``total_steps`` and ``steps_per_epoch`` set the teacher-momentum and
+  temperature schedules.
 
   The batch arrays keep the shardings they come with (global arrays sharded
   on their batch axis, `ssljax.inputs.to_device_batch`). The input state is
@@ -165,7 +205,12 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh):
       functools.partial(train_step, method=config.method,
                         loss_kwargs=config.loss.to_dict(),
                         graph_kwargs=_graph_kwargs(config),
-                        spec=data.view_spec(config.views), seed=config.seed),
+                        spec=data.view_spec(config.views), seed=config.seed,
+                        total_steps=total_steps,
+                        steps_per_epoch=steps_per_epoch,
+                        teacher_momentum=(config.teacher.momentum,
+                                          config.teacher.final_momentum),
+                        probe_tx=create_probe_optimizer(config)),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
 
@@ -226,10 +271,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
                                   steps_per_epoch, total_steps)
   tx = create_optimizer(config.optim, lr_fn)
+  num_classes = (int(train_source.num_classes or 0)
+                 if config.online_probe.enabled else 0)
   # A pure function of the seed: rebuilt for the random-init baseline because
   # the train step donates (frees) the state it is given.
   initial_state = lambda: jax.device_put(create_train_state(
-      network, tx, jax.random.key(config.seed), view_shape), replicated)
+      network, tx, jax.random.key(config.seed), view_shape,
+      method=config.method, loss_kwargs=config.loss.to_dict(),
+      num_classes=num_classes, probe_tx=create_probe_optimizer(config)),
+      replicated)
 
   # Checkpoints: resume from the latest if there is one.
   ckpt = ocp.CheckpointManager(
@@ -251,9 +301,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     raise
   if start_step and jax.process_index() == 0:
     print(f"resuming {workdir} from step {start_step}", flush=True)
-  writer = monitor.MetricWriter(workdir, start_step)
+  writer = monitor.MetricWriter(workdir, start_step,
+                                drop_final=start_step >= total_steps)
 
-  step_fn = sharded_train_step(config, mesh)
+  step_fn = sharded_train_step(config, mesh, total_steps=total_steps,
+                               steps_per_epoch=steps_per_epoch)
+  # Evaluators (config.evals): each runs at its steps and after the last.
+  shown = jax.process_index() == 0
+  ctx = eval_context.make_context(
+      config, mesh, train_source=train_source, test_source=test_source,
+      total_steps=total_steps, initial_state=initial_state,
+      view_size=view_shape[0], seed=config.seed, shown=shown,
+      announce=lambda line: print(line, flush=True) if shown else None)
+  evals = evaluators.build(config.evals, ctx)
 
   # Training loop.
   graph, graph_info = None, {}
@@ -271,7 +331,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   batches = inputs.train_iterator(
       config, train_source, spec, start_step=start_step,
       num_steps=total_steps - start_step, process_index=jax.process_index(),
-      process_count=jax.process_count(), graph=graph)
+      process_count=jax.process_count(), graph=graph,
+      probe_labels=num_classes > 0)
   train_start = time.time()
   seconds["setup"] = train_start - start_time  # data, graph, state, restore
   seconds["checkpoint_save"] = 0.0
@@ -296,7 +357,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       save = done % config.checkpoint_every_steps == 0 or done == total_steps
       if log or save:  # the last step is both: nothing stays unchecked
         values, unchecked = monitor.check_metrics_finite(metrics, done, ckpt), None
+      # Periodic evaluators (the last step's run after the loop), on the
+      # state before its checkpoint: a resume never repeats them.
+      measured = {}
+      for ev in evals:
+        if done < total_steps and ev.due(done):
+          with monitor.timed(seconds, f"eval/{ev.name}"):
+            measured.update(ev.run(state))
+      if measured and not log:
+        writer.write(done, measured)
       if log:
+        values.update(measured)
         line, skipped = inputs.skipped_images_warning(train_source, skipped)
         if line and jax.process_index() == 0:
           tqdm.tqdm.write(line, file=sys.stderr)
@@ -315,38 +386,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       checkpoints.seal(ckpt)
   train_seconds = time.time() - train_start
   # Train steps (incl. compile, input pipeline, logging): the loop's time
-  # minus that spent blocked in checkpoint saves (orbax writes asynchronously).
-  seconds["train_steps"] = train_seconds - seconds["checkpoint_save"]
+  # minus that spent blocked in checkpoint saves (orbax writes asynchronously)
+  # and in periodic evaluators.
+  seconds["train_steps"] = train_seconds - seconds["checkpoint_save"] - sum(
+      v for k, v in seconds.items() if k.startswith("eval/"))
 
-  # Evaluation: the trained encoder and, as baselines, raw pixels and the
-  # encoder at its random initialisation, all with the same probe.
-  # Each phase shows a progress bar and, when done, its duration.
-  shown = jax.process_index() == 0
-  probe = functools.partial(
-      evaluate.linear_probe, l2_grid=tuple(config.eval.probe_l2_grid),
-      val_fraction=config.eval.probe_val_fraction,
-      max_iter=config.eval.probe_max_iter,
-      max_search_rows=config.eval.probe_search_rows, seed=config.seed,
-      progress=shown)
-  eval_size = view_shape[0]
-
-  def features(s, source, what):
-    """(features (N, D), labels (N,)) of a split, streamed in batches."""
-    labels = []
-
-    def chunks():
-      for images, chunk_labels in data.eval_batches(
-          source, batch_size=config.eval.batch_size, size=eval_size,
-          crop_fraction=config.eval.crop_fraction):
-        labels.append(chunk_labels)
-        yield images
-
-    out = extract_features(
-        s, chunks(), config.eval.batch_size, mesh,
-        desc=f"features ({what})" if shown else None,
-        total=-(-len(source) // config.eval.batch_size))
-    return out, np.concatenate(labels)
-
+  # Evaluation after the last step: every evaluator, on the final state
+  # (offline probe, k-NN, baselines, label-free metrics; config.evals). Its
+  # line in metrics.jsonl is marked "final" (replaced when a finished run is
+  # run again).
+  final = {}
+  for ev in evals:
+    with monitor.timed(seconds, f"eval/{ev.name}", announce=True):
+      final.update(ev.run(state))
+  writer.write(total_steps, {**final, "final": True})
   results = {
       "dataset": config.dataset.name,
       "method": config.method,
@@ -358,51 +411,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "resumed_from_step": start_step,
       "train_seconds": train_seconds,
       "num_devices": jax.device_count(),
+      "evals": {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                for k, v in final.items()},
   }
-  splits = evaluate.probe_splits(
-      train_source, test_source, seed=config.seed,
-      announce=lambda line: print(line, flush=True) if shown else None)
-  if splits is not None:
-    fit_source, fit_rows, test_source, test_rows = splits
-    pick = lambda pair, rows: (pair if rows is None else
-                               (pair[0][rows], pair[1][rows]))
-    with monitor.timed(seconds, "features", announce=True):
-      ftrain, ytrain = pick(features(state, fit_source, "train"), fit_rows)
-      ftest, ytest = pick(features(state, test_source, "test"), test_rows)
-    with monitor.timed(seconds, "probe", announce=True):
-      trained = probe(ftrain, ytrain, ftest, ytest)
-    with monitor.timed(seconds, "knn", announce=True):
-      knn = evaluate.knn_accuracy(ftrain, ytrain, ftest, ytest,
-                                  k=config.eval.knn_k,
-                                  temperature=config.eval.knn_temperature,
-                                  progress=shown)
-    results.update(probe_test_accuracy=trained["test_accuracy"],
-                   probe=trained, knn_test_accuracy=knn,
-                   feature_dim=int(ftrain.shape[1]))
-  if splits is not None and config.eval.baselines:
-    with monitor.timed(seconds, "baselines", announce=True):
-      if shown:
-        print("baselines: linear probe of raw pixels (in-memory splits "
-              "only), then of the encoder at its random initialisation",
-              flush=True)
-      if hasattr(fit_source, "images") and hasattr(test_source, "images"):
-        flat = lambda src, rows: pick(
-            (src.images.reshape(len(src), -1).astype(np.float32) / 255.0,
-             source_labels(src)), rows)
-        results["raw_pixel_probe_test_accuracy"] = probe(
-            *flat(fit_source, fit_rows),
-            *flat(test_source, test_rows))["test_accuracy"]
-      init_state = initial_state()
-      rand = probe(
-          *pick(features(init_state, fit_source, "random-init, train"),
-                fit_rows),
-          *pick(features(init_state, test_source, "random-init, test"),
-                test_rows))
-    results["random_init_probe_test_accuracy"] = rand["test_accuracy"]
+  # The headline numbers under their historical names.
+  for name, key in (("probe", "probe_test_accuracy"),
+                    ("knn", "knn_test_accuracy"),
+                    ("raw_pixel_probe", "raw_pixel_probe_test_accuracy"),
+                    ("random_init_probe", "random_init_probe_test_accuracy"),
+                    ("online_probe", "online_probe_test_accuracy")):
+    if f"{name}/test_accuracy" in final:
+      results[key] = final[f"{name}/test_accuracy"]
   results["wall_seconds"] = time.time() - start_time
   results["seconds"] = seconds
   if jax.process_index() == 0:
     monitor.atomic_write(os.path.join(workdir, "results.json"),
-                  json.dumps(results, indent=2))
+                         json.dumps(results, indent=2))
+    report.write_report(workdir)
   ckpt.close()
   return results

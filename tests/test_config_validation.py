@@ -56,11 +56,14 @@ def test_every_shipped_config_and_variant_is_valid(name):
     ("model.dtype", "float16", "'bfloat16'"),
     ("model.projector", (512, 0), "integers >= 1"),
     ("model.encoder", "vit", "'cnn'"),
-    ("eval.probe_val_fraction", 1.0, "(0.0, 1.0)"),
-    ("eval.probe_l2_grid", (), "non-empty"),
-    ("eval.knn_temperature", 0.0, "> 0"),
+    ("eval.view_samples", 1, ">= 2"),
+    ("model.predictor", (16, 0), "widths > 0"),
+    ("model.head", "mlp", "'projector', 'dino'"),
+    ("teacher.momentum", 1.5, "[0.0, 1.0]"),
+    ("teacher.final_momentum", -0.1, "[0.0, 1.0]"),
+    ("online_probe.learning_rate", 0.0, "> 0"),
     ("graph.kind", "knn", "'views'"),
-    ("method", "byol", "'vicreg'"),
+    ("method", "swav", "'vicreg'"),
     ("loss.var_weight", -1.0, ">= 0"),
 ])
 def test_bad_value_named_with_what_is_allowed(path, value, allowed):

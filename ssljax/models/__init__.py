@@ -27,30 +27,50 @@ from ssljax.models.vit import (VisionTransformer, ViTSmall16, ViTTiny16,
 __all__ = ["MLPEncoder", "SmallCNN", "ResNet", "ResNet18", "ResNet50",
            "VisionTransformer", "ViTTiny16", "ViTSmall16",
            "interpolate_pos_embed", "Projector", "SSLNetwork", "ENCODERS",
-           "make_network"]
+           "HEADS", "make_network"]
 
 ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18,
             "resnet50": ResNet50, "vit_tiny16": ViTTiny16,
             "vit_small16": ViTSmall16}
 
 
+HEADS = ("projector", "dino")
+
+
 def make_network(encoder_name: str, encoder_kwargs: dict,
-                 projector_features, dtype=jnp.float32) -> SSLNetwork:
-  """Builds encoder + projector from names and keyword arguments.
+                 projector_features, dtype=jnp.float32, *,
+                 predictor_features=(), head: str = "projector",
+                 head_kwargs: dict | None = None) -> SSLNetwork:
+  """Builds encoder + head (+ predictor) from names and keyword arguments.
 
   Args:
     encoder_name: one of ``ENCODERS`` ("mlp", "cnn", "resnet18", "resnet50",
       "vit_tiny16", "vit_small16").
     encoder_kwargs: attributes of that encoder class (e.g. ``channels``,
       ``stem``).
-    projector_features: widths of the projector layers; the last is K.
-    dtype: computation dtype of both parts (jnp.float32 or jnp.bfloat16).
+    projector_features: widths of the projector layers; the last is K
+      (head "projector").
+    dtype: computation dtype of every part (jnp.float32 or jnp.bfloat16).
+    predictor_features: widths of the predictor MLP on z (same layer form
+      as the projector: Dense-BN-ReLU, last Dense); empty: no predictor.
+    head: "projector" (`Projector`) or "dino" (`DINOHead`, ``head_kwargs``
+      its attributes; ``projector_features`` unused).
+    head_kwargs: attributes of the DINO head.
 
   Raises:
-    ValueError: unknown encoder name.
+    ValueError: unknown encoder or head name.
   """
   if encoder_name not in ENCODERS:
     raise ValueError(
         f"unknown encoder {encoder_name!r}; expected one of {sorted(ENCODERS)}")
+  if head not in HEADS:
+    raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
   encoder = ENCODERS[encoder_name](dtype=dtype, **encoder_kwargs)
-  return SSLNetwork(encoder, Projector(tuple(projector_features), dtype=dtype))
+  if head == "dino":
+    from ssljax.models.dino_head import DINOHead  # pylint: disable=import-outside-toplevel
+    projector = DINOHead(dtype=dtype, **(head_kwargs or {}))
+  else:
+    projector = Projector(tuple(projector_features), dtype=dtype)
+  predictor = (Projector(tuple(predictor_features), dtype=dtype)
+               if len(predictor_features) else None)
+  return SSLNetwork(encoder, projector, predictor)

@@ -38,14 +38,22 @@ class Projector(nn.Module):
 
 
 class SSLNetwork(nn.Module):
-  """Encoder f_θ followed by a projector g_φ.
+  """Encoder f_θ, projector g_φ and, for the predictive methods, predictor q_ψ.
 
-  Returns (h, z): h (B, D) is the representation that is linearly probed,
-  z (B, K) the embedding the SSL loss sees.
+  Returns (h, z) without a predictor and (h, z, p) with one: h (B, D) is
+  the representation that is linearly probed, z (B, K) the projector output
+  (the embedding the SSL loss sees, or the target of BYOL / SimSiam / MoCo v3
+  / NNCLR), p = q_ψ(z) (B, K') the prediction (Grill et al. 2020, arXiv
+  2006.07733, §3.1). The head of DINO (`ssljax.models.DINOHead`) plays the
+  projector's part.
   """
   encoder: nn.Module
   projector: nn.Module
+  predictor: nn.Module | None = None
 
   def __call__(self, x, train: bool = True):
     h = self.encoder(x, train=train)
-    return h, self.projector(h, train=train)
+    z = self.projector(h, train=train)
+    if self.predictor is None:
+      return h, z
+    return h, z, self.predictor(z, train=train)

@@ -1,0 +1,130 @@
+"""The `EvalContext` of a run: features, view embeddings and pixels on demand.
+
+Built once by the train loop (`make_context`); the evaluators call its
+functions. Features are extracted once per (state, split) and shared by every
+evaluator due at the same step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from ssljax import data, evaluate
+from ssljax.data import crops
+from ssljax.evaluators.base import EvalContext
+
+__all__ = ["make_context", "state_fingerprint"]
+
+
+def state_fingerprint(state) -> tuple:
+  """(step, a few parameter values): tells apart the states the evaluators
+  see (the trained state at each step, the random initialisation)."""
+  leaf = np.asarray(jax.device_get(jax.tree.leaves(state.params)[0])).ravel()
+  return (int(jax.device_get(state.step)),) + tuple(
+      float(x) for x in leaf[:4])
+
+
+def make_context(config, mesh, *, train_source, test_source, total_steps: int,
+                 initial_state, view_size: int, seed: int,
+                 shown: bool = True, announce=print) -> EvalContext:
+  """The run's `EvalContext`.
+
+  Args:
+    config: the run's ConfigDict (``eval.batch_size``, ``eval.crop_fraction``,
+      ``eval.view_samples``, ``views``).
+    mesh: the run's mesh.
+    train_source, test_source: the run's sources (`ssljax.data.sources`).
+    total_steps: train steps of the run.
+    initial_state: callable returning the random-initialisation state.
+    view_size: side of the global views (and of the evaluation crops).
+    seed: the run's seed (fixes the view-embedding sample and its views).
+    shown: process 0 (progress bars).
+    announce: prints one line (e.g. when the probe splits are unusual).
+
+  Returns:
+    the `EvalContext`; ``features`` is None when no split is labelled.
+  """
+  splits = evaluate.probe_splits(train_source, test_source, seed=seed,
+                                 announce=announce)
+  cache = {}
+
+  def features(state, split):
+    if splits is None:
+      raise ValueError("no labelled split: features are unavailable")
+    if split not in ("train", "test"):
+      raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    key = (state_fingerprint(state), split)
+    if key not in cache:
+      if len(cache) >= 4:  # the latest state's two splits, and init's
+        cache.pop(next(iter(cache)))
+      source, rows = splits[:2] if split == "train" else splits[2:]
+      labels = []
+
+      def chunks():
+        for images, chunk_labels in data.eval_batches(
+            source, batch_size=config.eval.batch_size, size=view_size,
+            crop_fraction=config.eval.crop_fraction):
+          labels.append(chunk_labels)
+          yield images
+
+      f = evaluate.extract_features(
+          state, chunks(), config.eval.batch_size, mesh,
+          desc=f"features ({split}, step {int(state.step)})" if shown else None,
+          total=-(-len(source) // config.eval.batch_size))
+      y = np.concatenate(labels).astype(np.int32)
+      cache[key] = (f, y) if rows is None else (f[rows], y[rows])
+    return cache[key]
+
+  spec = data.view_spec(config.views)
+  spec_global = dataclasses.replace(spec, num_local=0)
+  num = min(config.eval.view_samples, len(train_source))
+  num -= num % mesh.size
+  rows = np.sort(np.random.default_rng([seed, 3]).choice(
+      len(train_source), num, replace=False))
+  view_fn = None
+
+  def view_embeddings(state):
+    nonlocal view_fn
+    if view_fn is None:
+      def fn(s, images, key):
+        views = data.device_views({"images": images}, key, spec_global)
+        outs = [s.apply_fn({"params": s.params, "batch_stats": s.batch_stats},
+                           x, train=False) for x in views]
+        stack = lambda i: jax.numpy.stack([o[i] for o in outs])
+        return stack(0), stack(1)
+      view_fn = jax.jit(fn, out_shardings=NamedSharding(mesh, P()))
+    images, _ = train_source.read(rows)
+    shape = train_source.image_shape
+    if shape is None or view_size not in (0, shape[0]):
+      images = np.stack([crops.center_crop(x, view_size,
+                                           config.eval.crop_fraction)
+                         for x in images])
+    images = jax.device_put(np.asarray(images),
+                            NamedSharding(mesh, P("data")))
+    h, z = view_fn(state, images, jax.random.key(seed + 7))
+    return (np.asarray(jax.device_get(h), np.float32),
+            np.asarray(jax.device_get(z), np.float32), rows.astype(np.int32))
+
+  def raw_pixels(split):
+    if splits is None:
+      return None
+    source, rows = splits[:2] if split == "train" else splits[2:]
+    if not hasattr(source, "images"):
+      return None
+    from ssljax.inputs import source_labels  # pylint: disable=import-outside-toplevel
+    x = source.images.reshape(len(source), -1).astype(np.float32) / 255.0
+    y = source_labels(source)
+    return (x, y) if rows is None else (x[rows], y[rows])
+
+  num_classes = 0
+  if splits is not None:
+    num_classes = int(getattr(splits[0], "num_classes", 0) or 0)
+  return EvalContext(config=config, mesh=mesh, total_steps=total_steps,
+                     num_classes=num_classes,
+                     features=features if splits is not None else None,
+                     view_embeddings=view_embeddings, raw_pixels=raw_pixels,
+                     initial_state=initial_state, shown=shown)

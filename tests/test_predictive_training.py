@@ -1,0 +1,203 @@
+"""The train step of the predictive methods: teacher, queue, centre, probe.
+
+BYOL, SimSiam, MoCo v3, DINO and NNCLR through ``train.sharded_train_step``
+on the small MLP encoder: the EMA teacher moves exactly by the cosine
+momentum, the queue takes the first view's projections in FIFO order, the
+centre moves towards the teacher's batch mean, the online probe gets no
+gradient into the encoder; and a run resumed from a checkpoint equals the
+uninterrupted run (teacher, queue and centre included).
+"""
+
+import json
+import os
+import shutil
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+import pytest
+
+from ssljax import data, ema, methods, predictive, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # configs/
+
+PREDICTIVE = ("byol", "simsiam", "mocov3", "dino", "nnclr")
+
+
+def _config(method, form=None):
+  module = __import__(f"configs.{method}", fromlist=["get_config"])
+  config = module.get_config("smoke")
+  config.model.encoder = "mlp"
+  config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
+  if form is not None:
+    config.loss.form = form
+  return config
+
+
+def _views(config, batch=16, seed=0):
+  """Ready views (V, B, 28, 28, 1) and labels, as the train step takes them;
+  local views are 14 px, so they come as a "views" dict of host crops."""
+  rng = np.random.default_rng(seed)
+  g, l = config.views.num_views, config.views.num_local_views
+  views = [rng.uniform(size=(g, batch, 28, 28, 1)).astype(np.float32) * 255]
+  if l:
+    views.append(rng.uniform(size=(l, batch, 14, 14, 1)).astype(np.float32)
+                 * 255)
+  labels = rng.integers(0, 10, batch).astype(np.int32)
+  return {"views": tuple(v.astype(np.uint8) for v in views),
+          "probe_labels": labels}
+
+
+def _state(config, num_classes=10):
+  net = train.create_network(config)
+  tx = optax.sgd(0.05)
+  return train.create_train_state(
+      net, tx, jax.random.key(0), (28, 28, 1), method=config.method,
+      loss_kwargs=config.loss.to_dict(), num_classes=num_classes,
+      probe_tx=train.create_probe_optimizer(config))
+
+
+def test_every_predictive_method_is_registered_with_its_needs():
+  for name in PREDICTIVE:
+    spec = methods.METHODS[name]
+    assert spec.predictive
+    assert spec.teacher == (name in ("byol", "mocov3", "dino"))
+    assert spec.queue == (name == "nnclr") and spec.center == (name == "dino")
+    assert spec.predictor == (name != "dino")
+  assert not methods.METHODS["vicreg"].predictive
+  with pytest.raises(ValueError, match="graph kind 'supervised'"):
+    methods.check_method("byol", "graph", 2, "supervised")
+
+
+@pytest.mark.parametrize("method", PREDICTIVE)
+def test_one_step_moves_teacher_queue_centre_and_probe_as_defined(method):
+  config = _config(method)
+  total = 10
+  mesh = train.make_mesh(jax.devices()[:1])
+  step = train.sharded_train_step(config, mesh, total_steps=total,
+                                  steps_per_epoch=5)
+  state = _state(config)
+  before = jax.tree.map(np.asarray, jax.device_get(state))
+  batch = _views(config)
+  state, metrics = step(state, jax.device_put(batch))
+  after = jax.tree.map(np.asarray, jax.device_get(state))
+  assert np.isfinite(float(metrics["loss"]))
+  spec = methods.METHODS[method]
+  if spec.teacher:
+    m = float(ema.cosine_momentum(0, total, base=config.teacher.momentum,
+                                  final=config.teacher.final_momentum))
+    assert float(metrics["teacher_momentum"]) == pytest.approx(m, rel=1e-6)
+    for t0, p1, t1 in zip(jax.tree.leaves(before.teacher["params"]),
+                          jax.tree.leaves(after.params),
+                          jax.tree.leaves(after.teacher["params"])):
+      np.testing.assert_allclose(t1, m * t0 + (1 - m) * p1, rtol=1e-5,
+                                 atol=1e-7)
+    # The teacher is not the online network after a step.
+    assert any(not np.array_equal(a, b) for a, b in zip(
+        jax.tree.leaves(after.teacher["params"]), jax.tree.leaves(after.params)))
+  else:
+    assert after.teacher == {}
+  if spec.queue:
+    q0, q1 = before.memory["queue"], after.memory["queue"]
+    assert int(q1["ptr"]) == (int(q0["ptr"]) + 16) % q0["z"].shape[0]
+    np.testing.assert_array_equal(q1["z"][16:], q0["z"][16:])
+    assert not np.allclose(q1["z"][:16], q0["z"][:16])
+  if spec.center:
+    assert not np.allclose(after.memory["center"], before.memory["center"])
+    assert float(metrics["teacher_temperature"]) == pytest.approx(
+        config.loss.warmup_teacher_temperature)
+  # The online probe trained; its loss and accuracy are logged.
+  assert not np.allclose(after.probe["params"]["kernel"],
+                         before.probe["params"]["kernel"])
+  assert 0.0 <= float(metrics["online_probe_train_accuracy"]) <= 1.0
+
+
+def test_online_probe_sends_no_gradient_into_the_encoder():
+  """The same step with and without the probe gives identical encoder
+  parameters, and the probe's labels change nothing but the probe."""
+  config = _config("byol")
+  mesh = train.make_mesh(jax.devices()[:1])
+  step = train.sharded_train_step(config, mesh, total_steps=4)
+  batch = _views(config)
+  with_probe, _ = step(_state(config), jax.device_put(batch))
+  without, _ = step(_state(config, num_classes=0), jax.device_put(batch))
+  other = dict(batch, probe_labels=(batch["probe_labels"] + 3) % 10)
+  relabelled, _ = step(_state(config), jax.device_put(other))
+  for a, b, c in zip(jax.tree.leaves(with_probe.params),
+                     jax.tree.leaves(without.params),
+                     jax.tree.leaves(relabelled.params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(c))
+  assert not np.array_equal(np.asarray(with_probe.probe["params"]["kernel"]),
+                            np.asarray(relabelled.probe["params"]["kernel"]))
+
+
+@pytest.mark.parametrize("method,form", [("byol", "graph"),
+                                         ("simsiam", "graph"),
+                                         ("dino", "graph")])
+def test_graph_form_equals_original_form_in_the_train_step(method, form):
+  """One step of the crop-graph form gives the original form's loss and
+  parameters (DINO with its local crops)."""
+  results = []
+  for f in (None, form):
+    config = _config(method, f)
+    mesh = train.make_mesh(jax.devices()[:1])
+    step = train.sharded_train_step(config, mesh, total_steps=4)
+    results.append(step(_state(config), jax.device_put(_views(config))))
+  (s1, m1), (s2, m2) = results
+  np.testing.assert_allclose(float(m1["loss"]), float(m2["loss"]), rtol=1e-5)
+  for a, b in zip(jax.tree.leaves(s1.params), jax.tree.leaves(s2.params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4,
+                               atol=1e-6)
+
+
+def test_crops_graph_is_the_two_view_graph_and_pairs_other_crops():
+  from ssljax import graphs  # pylint: disable=import-outside-toplevel
+  np.testing.assert_array_equal(predictive.crops_graph(3, 2, 2),
+                                graphs.views_graph(3, 2))
+  g = np.asarray(predictive.crops_graph(2, 4, 2))  # 2 global + 2 local
+  assert g.shape == (8, 4)
+  # Row of local view 3 of sample 1 (row 7): both global views of sample 1.
+  np.testing.assert_array_equal(g[7], [0, 1, 0, 1])
+  # Global view 0 of sample 0 (row 0) pairs only with global view 1.
+  np.testing.assert_array_equal(g[0], [0, 0, 1, 0])
+  with pytest.raises(ValueError, match="num_global"):
+    predictive.crops_graph(2, 2, 3)
+
+
+def _checkpoint_state(workdir, step):
+  with ocp.CheckpointManager(os.path.abspath(
+      os.path.join(workdir, "checkpoints"))) as m:
+    return m.restore(step, args=ocp.args.StandardRestore())
+
+
+@pytest.mark.parametrize("method", ["nnclr", "dino"])
+def test_resume_with_teacher_queue_and_centre_equals_uninterrupted_run(
+    method, fmnist_data_dir, tmp_path):
+  """A run resumed from step 3 ends with the uninterrupted run's state, bit
+  for bit: parameters, teacher, queue, centre, online probe."""
+  module = __import__(f"configs.{method}", fromlist=["get_config"])
+  config = module.get_config("smoke")
+  config.dataset.data_dir = fmnist_data_dir
+  config.eval.baselines = False
+  for name in list(config.evals.keys()):
+    if name not in ("probe", "online_probe"):
+      del config.evals[name]
+  first = train.train_and_evaluate(config, str(tmp_path / "a"))
+  shutil.copytree(tmp_path / "a", tmp_path / "c")
+  shutil.rmtree(tmp_path / "c" / "checkpoints" / "6")
+  resumed = train.train_and_evaluate(config, str(tmp_path / "c"))
+  assert resumed["resumed_from_step"] == 3
+  a, c = (_checkpoint_state(tmp_path / d, 6) for d in ("a", "c"))
+  assert set(a) >= {"params", "teacher", "memory", "probe"}
+  for key in ("params", "teacher", "memory", "probe", "batch_stats"):
+    for x, y in zip(jax.tree.leaves(a[key]), jax.tree.leaves(c[key])):
+      np.testing.assert_array_equal(x, y)
+  assert resumed["probe_test_accuracy"] == first["probe_test_accuracy"]
+  steps = [json.loads(l)["step"] for l in open(tmp_path / "c" / "metrics.jsonl")]
+  assert steps == [2, 4, 6, 6]  # the last line: the final evaluators
