@@ -82,6 +82,9 @@ def test_build_makes_one_instance_per_entry_in_key_order():
   assert [e.name for e in built] == ["knn", "probe"]  # ConfigDict sorts
   assert built[0].k == 3 and built[0].every_steps == 5
   assert evaluators.build(None, fake_context()) == []
+  evals.knn = None  # switched off
+  assert [e.name for e in evaluators.build(evals, fake_context())] == [
+      "probe"]
 
 
 def test_config_validation_reports_evals_in_one_line():

@@ -5,6 +5,7 @@
   evals.probe = dict(type="linear_probe", every_steps=None, max_iter=100)
   evals.knn = dict(type="knn", every_steps=1000, k=20)
 
+An entry set to None is switched off (a variant dropping a baseline).
 ``type`` names a module ``ssljax.evaluators.<type>`` that defines one class
 ``Evaluator`` (a subclass of `ssljax.evaluators.base.Evaluator`);
 ``every_steps`` (None: only after the last step) and the other keys are
@@ -54,13 +55,16 @@ def _entries(evals) -> list[tuple[str, dict]]:
   if evals is None:
     return []
   if not hasattr(evals, "items"):
-    raise ValueError(f"evals must be a ConfigDict or dict of named entries "
-                     f"{{name: {{'type': ..., ...}}}}, got {type(evals).__name__}")
+    raise ValueError("evals must be a ConfigDict or dict of named entries "
+                     "{name: {'type': ..., ...}}, got "
+                     f"{type(evals).__name__}")
   out = []
   for name, entry in evals.items():
     if not isinstance(name, str) or not _ENTRY_NAME.fullmatch(name):
       raise ValueError(f"evals.{name}: an entry name must match "
                        f"{_ENTRY_NAME.pattern} (it prefixes metric names)")
+    if entry is None:  # switched off (e.g. by a variant: evals.x = None)
+      continue
     if hasattr(entry, "to_dict"):
       entry = entry.to_dict()
     if not isinstance(entry, dict):
@@ -130,7 +134,8 @@ def validate(evals) -> None:
 
   Args:
     evals: ConfigDict or dict ``{name: {"type": str, "every_steps": ...,
-      **options}}``; None or empty means no evaluators.
+      **options}}``; None or empty means no evaluators; an entry that is
+      None is skipped.
 
   Raises:
     ValueError: one line naming ``evals.<name>.<field>`` and what is allowed.

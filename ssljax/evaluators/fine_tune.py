@@ -55,7 +55,9 @@ class Evaluator(base.Evaluator):
   Args:
     name, ctx, every_steps: see `ssljax.evaluators.base.Evaluator`.
     fractions: fractions in (0, 1] of the labelled train rows, one run each.
-    steps: optimiser steps per run (>= 1).
+    steps: optimiser steps per run (>= 1). BatchNorm running statistics of
+      the copy move with flax's momentum 0.99, and the test pass uses them:
+      with fewer than a few hundred steps they lag the trained weights.
     batch_size: images per step (>= 1; lowered to the subset's size).
     learning_rate: peak of the cosine-decayed learning rate (> 0).
     optimizer: "sgd" (momentum 0.9, Nesterov) or "adamw".
