@@ -395,6 +395,18 @@ def _name_problems(config) -> list[str]:
   return problems
 
 
+def _evals_problems(config) -> list[str]:
+  """``config.evals`` (optional): names, types, every_steps, option names."""
+  if "evals" not in config:
+    return []
+  from ssljax import evaluators  # pylint: disable=import-outside-toplevel
+  try:
+    evaluators.validate(config.evals)
+  except ValueError as e:
+    return [f"config.{e}"]
+  return []
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
   """Checks every field of a main-job config; cheap, loads no data.
 
@@ -421,5 +433,6 @@ def validate(config: ml_collections.ConfigDict) -> None:
     problems += _name_problems(config)
   if not problems:
     problems += _loss_problems(config)
+  problems += _evals_problems(config)
   if problems:
     raise ConfigError("; ".join(problems))

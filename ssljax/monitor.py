@@ -1,6 +1,7 @@
 """Run bookkeeping of the train loop: metrics files, NaN/Inf guards, timings.
 
-``MetricWriter`` appends metrics.jsonl and TensorBoard scalars (process 0);
+``MetricWriter`` appends metrics.jsonl and TensorBoard summaries through clu
+metric writers (process 0; `JsonLinesWriter` is the JSON-lines one);
 ``kept_line`` and ``atomic_write`` make both survive a kill and a resume;
 ``check_metrics_finite`` / ``check_state_finite`` stop a run at the first
 non-finite loss term or state, naming the last good checkpoint; ``timed``
@@ -13,41 +14,158 @@ import os
 import resource
 import time
 
-from flax.metrics import tensorboard
+from clu import metric_writers
 import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-__all__ = ["MetricWriter", "kept_line", "atomic_write", "all_finite",
-           "peak_rss_mib",
+__all__ = ["MetricWriter", "JsonLinesWriter", "kept_line", "atomic_write",
+           "all_finite", "peak_rss_mib",
            "checkpoint_note", "check_metrics_finite", "check_state_finite",
            "timed"]
 
 
+class JsonLinesWriter(metric_writers.MetricWriter):
+  """A clu ``MetricWriter`` that appends ``{"step": s, ...}`` lines to a file.
+
+  Scalars are written as floats and 1-D arrays (``write_histograms``: a
+  spectrum) as lists. Values given for one step between two ``flush`` calls
+  make one line; images, videos, audio and hyper-parameters are not kept.
+
+  Attributes:
+    path: the metrics.jsonl file.
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    self._pending: dict[int, dict] = {}
+
+  def _add(self, step: int, values: dict):
+    self._pending.setdefault(int(step), {}).update(values)
+
+  def write_scalars(self, step, scalars):
+    self._add(step, {k: float(v) for k, v in scalars.items()})
+
+  def write_histograms(self, step, arrays, num_buckets=None):
+    del num_buckets  # the values themselves are kept
+    self._add(step, {k: np.asarray(v, np.float64).tolist()
+                     for k, v in arrays.items()})
+
+  def write_texts(self, step, texts):
+    self._add(step, {k: str(v) for k, v in texts.items()})
+
+  def write_summaries(self, step, values, metadata=None):
+    del step, values, metadata  # tensor summaries: TensorBoard only
+
+  def write_images(self, step, images):
+    del step, images
+
+  def write_videos(self, step, videos):
+    del step, videos
+
+  def write_audios(self, step, audios, *, sample_rate):
+    del step, audios, sample_rate
+
+  def write_hparams(self, hparams):
+    del hparams  # the whole config is in config.json
+
+  def flush(self):
+    if not self._pending:
+      return
+    lines = "".join(json.dumps({"step": step, **values}) + "\n"
+                    for step, values in sorted(self._pending.items()))
+    with open(self.path, "a") as f:
+      f.write(lines)
+    self._pending = {}
+
+  def close(self):
+    self.flush()
+
+
 class MetricWriter:
-  """metrics.jsonl and TensorBoard, written by process 0 only."""
+  """metrics.jsonl and TensorBoard through clu writers, process 0 only.
+
+  A clu ``MultiWriter`` of `JsonLinesWriter` (metrics.jsonl) and clu's
+  TensorBoard ``SummaryWriter`` (``workdir/tensorboard``). Scalars go to
+  both; 1-D arrays (a spectrum) go to metrics.jsonl as lists and to
+  TensorBoard as histograms (when finite), never as scalars.
+
+  Resuming at ``resume_step`` drops the lines of later steps (they are
+  recomputed exactly) and, when a step up to ``resume_step`` is written
+  again (evaluators re-run after the last step), first removes the metrics
+  it re-writes from that step's old lines: no (step, metric) pair is ever
+  written twice.
+
+  Args:
+    workdir: the run's output directory.
+    resume_step: the restored step (0 for a fresh run).
+  """
 
   def __init__(self, workdir: str, resume_step: int):
     self.active = jax.process_index() == 0
+    self.resume_step = resume_step
     if not self.active:
       return
     self.path = os.path.join(workdir, "metrics.jsonl")
-    # Drop lines past the restored step: those steps are recomputed exactly.
     if os.path.exists(self.path):
       with open(self.path) as f:
         kept = [l for l in f if kept_line(l, resume_step)]
       atomic_write(self.path, "".join(kept))
-    self.tb = tensorboard.SummaryWriter(os.path.join(workdir, "tensorboard"))
+    self.jsonl = JsonLinesWriter(self.path)
+    self.tensorboard = metric_writers.SummaryWriter(
+        os.path.join(workdir, "tensorboard"))
+    self.writers = metric_writers.MultiWriter([self.jsonl, self.tensorboard])
 
   def write(self, step: int, metrics: dict):
+    """Writes one step's metrics: floats (or 0-d arrays) and 1-D arrays.
+
+    Raises:
+      ValueError: a value with more than one dimension.
+    """
     if not self.active:
       return
-    with open(self.path, "a") as f:
-      f.write(json.dumps({"step": step, **metrics}) + "\n")
-    for name, value in metrics.items():
-      self.tb.scalar(name, value, step)
-    self.tb.flush()
+    scalars, arrays = {}, {}
+    for name, value in jax.device_get(dict(metrics)).items():
+      value = np.asarray(value)
+      if value.ndim == 0:
+        scalars[name] = float(value)
+      elif value.ndim == 1:
+        arrays[name] = value
+      else:
+        raise ValueError(f"metric {name!r} has shape {value.shape}; a "
+                         "writer takes scalars and 1-D arrays")
+    if step <= self.resume_step:
+      self._forget(step, set(metrics))
+    if scalars:
+      self.writers.write_scalars(step, scalars)
+    if arrays:
+      self.jsonl.write_histograms(step, arrays)
+      finite = {k: v for k, v in arrays.items()
+                if v.size and np.all(np.isfinite(v))}
+      if finite:
+        self.tensorboard.write_histograms(step, finite)
+    self.writers.flush()
+
+  def _forget(self, step: int, names: set):
+    """Removes ``names`` from the existing lines of ``step``."""
+    if not os.path.exists(self.path):
+      return
+    kept = []
+    with open(self.path) as f:
+      for line in f:
+        row = json.loads(line)
+        if row.get("step") == step:
+          row = {k: v for k, v in row.items() if k not in names}
+          if set(row) == {"step"}:
+            continue
+          line = json.dumps(row) + "\n"
+        kept.append(line)
+    atomic_write(self.path, "".join(kept))
+
+  def close(self):
+    if self.active:
+      self.writers.close()
 
 
 def kept_line(line: str, resume_step: int) -> bool:

@@ -41,6 +41,12 @@ class EvalContext:
     initial_state: ``initial_state()`` -> the train state at its random
       initialisation (a fresh copy each call).
     shown: whether this process prints progress (process 0).
+    labelled_images: optional; ``labelled_images(split, rows) -> (X, y)``:
+      uint8 (n, S, S, C) images of the probe's "train" or "test" rows, at the
+      evaluation size (the centre crops ``features`` sees), and their int32
+      (n,) labels. ``rows``: int indices into the same rows, in the same
+      order, as the labels ``features(state, split)`` returns; None: all of
+      them. Read by `ssljax.evaluators.fine_tune`; None: not available.
   """
   config: Any
   mesh: Any
@@ -51,6 +57,7 @@ class EvalContext:
   raw_pixels: Callable[[str], tuple[np.ndarray, np.ndarray] | None]
   initial_state: Callable[[], Any]
   shown: bool = True
+  labelled_images: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None
 
 
 class Evaluator:

@@ -1,0 +1,86 @@
+"""Offline linear probe of the frozen encoder (the standard linear evaluation).
+
+Multinomial logistic regression on ``ctx.features(state, "train")``, scored
+on ``ctx.features(state, "test")``, through `ssljax.evaluate.linear_probe`
+(standardised features, L2 chosen on a held-out part of the train rows).
+The baselines `ssljax.evaluators.raw_pixel_probe` and
+`ssljax.evaluators.random_init_probe` subclass this evaluator and change only
+its inputs (`Evaluator.inputs`).
+
+Metrics: ``<name>/test_accuracy``, ``<name>/val_accuracy`` (of the chosen
+strength on the held-out rows) and ``<name>/l2`` (the chosen strength).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from ssljax import evaluate
+from ssljax.evaluators import base, check_option
+
+__all__ = ["Evaluator"]
+
+
+class Evaluator(base.Evaluator):
+  """Linear probe of the encoder representations h.
+
+  Args:
+    name, ctx, every_steps: see `ssljax.evaluators.base.Evaluator`.
+    l2_grid: L2 strengths on ½‖W‖² to choose from (all > 0).
+    val_fraction: fraction of the train rows held out to choose L2, in (0, 1).
+    max_iter: L-BFGS iterations per fit (>= 1).
+    search_rows: train rows used while choosing L2 (>= 1; None: all).
+    seed: seed of the train/validation split (None: ``ctx.config.seed``).
+  """
+
+  def __init__(self, name, ctx, *, every_steps=None,
+               l2_grid=(1e-6, 1e-5, 1e-4, 1e-3), val_fraction=0.1,
+               max_iter=100, search_rows=20000, seed=None):
+    super().__init__(name, ctx, every_steps=every_steps)
+    real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
+    count = lambda v: isinstance(v, numbers.Integral) and not isinstance(
+        v, bool) and v >= 1
+    check_option(name, "l2_grid", l2_grid,
+                 isinstance(l2_grid, (tuple, list)) and len(l2_grid) > 0
+                 and all(real(v) and v > 0 for v in l2_grid),
+                 "a non-empty tuple of numbers > 0")
+    check_option(name, "val_fraction", val_fraction,
+                 real(val_fraction) and 0 < val_fraction < 1,
+                 "a number in (0, 1)")
+    check_option(name, "max_iter", max_iter, count(max_iter),
+                 "an integer >= 1")
+    check_option(name, "search_rows", search_rows,
+                 search_rows is None or count(search_rows),
+                 "an integer >= 1 or None")
+    check_option(name, "seed", seed, seed is None or (
+        isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+        and seed >= 0), "an integer >= 0 or None")
+    self.l2_grid, self.val_fraction = tuple(l2_grid), val_fraction
+    self.max_iter, self.search_rows, self.seed = max_iter, search_rows, seed
+
+  def probe(self, xtr, ytr, xte, yte) -> dict:
+    """`ssljax.evaluate.linear_probe` with this evaluator's options."""
+    seed = self.ctx.config.seed if self.seed is None else self.seed
+    return evaluate.linear_probe(
+        xtr, ytr, xte, yte, l2_grid=self.l2_grid,
+        val_fraction=self.val_fraction, max_iter=self.max_iter,
+        max_search_rows=self.search_rows, seed=seed, progress=self.ctx.shown)
+
+  def inputs(self, state):
+    """(train X, train y, test X, test y) to probe, or a str: why not."""
+    if self.ctx.features is None:
+      return "no labelled split"
+    xtr, ytr = self.ctx.features(state, "train")
+    xte, yte = self.ctx.features(state, "test")
+    return xtr, ytr, xte, yte
+
+  def run(self, state):
+    inputs = self.inputs(state)
+    if isinstance(inputs, str):
+      if self.ctx.shown:
+        print(f"{self.name}: skipped ({inputs})", flush=True)
+      return
+    out = self.probe(*inputs)
+    yield f"{self.name}/test_accuracy", out["test_accuracy"]
+    yield f"{self.name}/val_accuracy", out["val_accuracy"]
+    yield f"{self.name}/l2", out["l2"]

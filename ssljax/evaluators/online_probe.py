@@ -1,0 +1,57 @@
+"""Accuracy of the online linear classifier trained beside the encoder.
+
+The train step fits a linear classifier ``state.probe["params"]`` =
+{"kernel": (D, C), "bias": (C,)} on stop-gradient representations of the
+*augmented* training views, one optimiser step per train step, so it costs
+no extra pass over the data. This evaluator applies it, unchanged, to the
+centre-crop representations ``ctx.features(state, "test")`` (and "train").
+It is a cheap running estimate and differs from the offline probe
+(`ssljax.evaluators.linear_probe`), which refits to convergence on fixed,
+standardised, non-augmented features with a chosen L2 strength.
+
+Metrics: ``<name>/test_accuracy``, ``<name>/train_accuracy``.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ssljax.evaluators import base
+
+__all__ = ["Evaluator", "accuracy"]
+
+
+def accuracy(params: dict, features: np.ndarray, labels: np.ndarray) -> float:
+  """Fraction of rows whose argmax of ``features @ kernel + bias`` is the label.
+
+  Args:
+    params: {"kernel": (D, C), "bias": (C,)}.
+    features: float (N, D); labels: int (N,).
+
+  Raises:
+    ValueError: the kernel does not match D.
+  """
+  kernel = np.asarray(jax.device_get(params["kernel"]), np.float32)
+  bias = np.asarray(jax.device_get(params["bias"]), np.float32)
+  if kernel.ndim != 2 or kernel.shape[0] != features.shape[1]:
+    raise ValueError(f"online probe kernel {kernel.shape} does not match "
+                     f"features {features.shape}")
+  logits = np.asarray(features, np.float32) @ kernel + bias
+  return float(np.mean(np.argmax(logits, -1) == np.asarray(labels)))
+
+
+class Evaluator(base.Evaluator):
+  """Scores ``state.probe``; no options besides ``every_steps``."""
+
+  def run(self, state):
+    probe = getattr(state, "probe", None)
+    why = ("no labelled split" if self.ctx.features is None else
+           "the train state has no online probe" if not probe else None)
+    if why:
+      if self.ctx.shown:
+        print(f"{self.name}: skipped ({why})", flush=True)
+      return
+    for split in ("test", "train"):
+      x, y = self.ctx.features(state, split)
+      yield f"{self.name}/{split}_accuracy", accuracy(probe["params"], x, y)
