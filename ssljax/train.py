@@ -301,8 +301,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     raise
   if start_step and jax.process_index() == 0:
     print(f"resuming {workdir} from step {start_step}", flush=True)
-  writer = monitor.MetricWriter(workdir, start_step,
-                                drop_final=start_step >= total_steps)
+  writer = monitor.MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh, total_steps=total_steps,
                                steps_per_epoch=steps_per_epoch)
@@ -313,7 +312,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       total_steps=total_steps, initial_state=initial_state,
       view_size=view_shape[0], seed=config.seed, shown=shown,
       announce=lambda line: print(line, flush=True) if shown else None)
-  evals = evaluators.build(config.evals, ctx)
+  evals = evaluators.build(config.evals, ctx,
+                           baselines=config.eval.baselines)
 
   # Training loop.
   graph, graph_info = None, {}
@@ -392,14 +392,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       v for k, v in seconds.items() if k.startswith("eval/"))
 
   # Evaluation after the last step: every evaluator, on the final state
-  # (offline probe, k-NN, baselines, label-free metrics; config.evals). Its
-  # line in metrics.jsonl is marked "final" (replaced when a finished run is
-  # run again).
+  # (offline probe, k-NN, baselines, label-free metrics; config.evals),
+  # written at the last step (rewritten, not repeated, when a finished run
+  # is run again: monitor.MetricWriter).
   final = {}
   for ev in evals:
     with monitor.timed(seconds, f"eval/{ev.name}", announce=True):
       final.update(ev.run(state))
-  writer.write(total_steps, {**final, "final": True})
+  if final:
+    writer.write(total_steps, final)
   results = {
       "dataset": config.dataset.name,
       "method": config.method,

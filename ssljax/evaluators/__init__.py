@@ -152,13 +152,16 @@ def validate(evals) -> None:
           f"{', '.join(sorted(options - {'every_steps'})) or 'none'}")
 
 
-def build(evals, ctx: EvalContext) -> list[Evaluator]:
+def build(evals, ctx: EvalContext, *, baselines: bool = True
+          ) -> list[Evaluator]:
   """Builds the evaluators of ``config.evals``, in the order of
   ``evals.items()`` (a ConfigDict sorts its keys; a dict keeps its order).
 
   Args:
     evals: as for `validate`.
     ctx: the run's `EvalContext`, given to every evaluator.
+    baselines: False leaves out the types marked ``baseline`` (raw-pixel
+      and random-init probes; ``config.eval.baselines``).
 
   Returns:
     one ``Evaluator`` instance per entry.
@@ -171,6 +174,8 @@ def build(evals, ctx: EvalContext) -> list[Evaluator]:
   built = []
   for name, entry in _entries(evals):
     cls = load_type(entry.pop("type"))
+    if cls.baseline and not baselines:
+      continue
     every_steps = entry.pop("every_steps", None)
     try:
       built.append(cls(name, ctx, every_steps=every_steps, **entry))

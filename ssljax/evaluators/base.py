@@ -75,6 +75,10 @@ class Evaluator:
       the last step; None runs only after the last step.
   """
 
+  # A baseline (raw pixels, random init): skipped when the run's
+  # ``config.eval.baselines`` is False.
+  baseline = False
+
   def __init__(self, name: str, ctx: EvalContext, *,
                every_steps: int | None = None):
     if every_steps is not None and (

@@ -120,6 +120,24 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
     y = source_labels(source)
     return (x, y) if rows is None else (x[rows], y[rows])
 
+  def labelled_images(split, rows=None):
+    if splits is None:
+      raise ValueError("no labelled split: images are unavailable")
+    source, split_rows = splits[:2] if split == "train" else splits[2:]
+    index = np.arange(len(source)) if split_rows is None else split_rows
+    index = index if rows is None else index[np.asarray(rows)]
+    images, labels = [], []
+    for start in range(0, len(index), 4096):
+      x, y = source.read(index[start:start + 4096])
+      shape = source.image_shape
+      if shape is None or view_size not in (0, shape[0]):
+        x = np.stack([crops.center_crop(im, view_size,
+                                        config.eval.crop_fraction)
+                      for im in x])
+      images.append(np.asarray(x, np.uint8))
+      labels.append(np.asarray(y, np.int32))
+    return np.concatenate(images), np.concatenate(labels)
+
   num_classes = 0
   if splits is not None:
     num_classes = int(getattr(splits[0], "num_classes", 0) or 0)
@@ -127,4 +145,5 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
                      num_classes=num_classes,
                      features=features if splits is not None else None,
                      view_embeddings=view_embeddings, raw_pixels=raw_pixels,
-                     initial_state=initial_state, shown=shown)
+                     initial_state=initial_state, shown=shown,
+                     labelled_images=labelled_images)

@@ -17,6 +17,8 @@ __all__ = ["Evaluator"]
 class Evaluator(linear_probe.Evaluator):
   """Linear probe of the randomly initialised encoder; linear-probe options."""
 
+  baseline = True
+
   def inputs(self, state):
     del state  # the initial state replaces it
     if self.ctx.features is None:

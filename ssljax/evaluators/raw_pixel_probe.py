@@ -19,6 +19,8 @@ __all__ = ["Evaluator"]
 class Evaluator(linear_probe.Evaluator):
   """Linear probe of flattened pixels; options of the linear probe."""
 
+  baseline = True
+
   def inputs(self, state):
     del state  # pixels do not depend on it
     if self.ctx.features is None:
