@@ -208,7 +208,10 @@ def test_rectangular_graph_multicrop(x64):
   g = np.asarray(graphs.views_graph(B, 3, dtype=jnp.float64))[:, :2 * B]
   g = g * rng.uniform(0.5, 2.0, size=g.shape)  # any weights, not symmetric
   _close(losses.byol_graph(p, z, g), _np_graph_sq_dist(p, z, g))
-  g_sp = pad_bcoo(jsparse.BCOO.fromdense(jnp.asarray(g)), nse=40)
+  rows, cols = np.nonzero(g)
+  g_sp = pad_bcoo(jsparse.BCOO(
+      (jnp.asarray(g[rows, cols]), jnp.asarray(np.stack([rows, cols], 1))),
+      shape=g.shape), nse=40)  # padding entries (index 12) must count 0
   _close(losses.byol_graph(p, z, g_sp), losses.byol_graph(p, z, g))
   _close(losses.simsiam_graph(p, z, g_sp), losses.simsiam_graph(p, z, g))
   # MoCo v3 graph form: CE with the positives of row i weighted by G_i.
@@ -237,7 +240,8 @@ def test_float32_under_jit():
     p, z = jnp.concatenate([p1, p2]), jnp.concatenate([z1, z2])
     return (losses.byol_two_view(p1, p2, z1, z2), losses.byol_graph(p, z, g),
             losses.simsiam_two_view(p1, p2, z1, z2),
-            losses.mocov3_two_view(p1, p2, z1, z2, temperature=tau))
+            losses.mocov3_two_view(p1, p2, z1, z2, temperature=tau),
+            losses.mocov3_graph(p, z, g, temperature=tau))
 
   out = all_losses(p1, p2, z1, z2, 0.2)
   assert all(v.dtype == jnp.float32 and v.shape == () for v in out)
@@ -247,6 +251,8 @@ def test_float32_under_jit():
   want = _np_mocov3_two_view(*[np.asarray(a, np.float64)
                                for a in (p1, p2, z1, z2)], 0.2)
   assert float(out[3]) == pytest.approx(want, rel=1e-5)
+  # On the stacked views each query's softmax also sees its own view's keys.
+  assert abs(float(out[4]) - float(out[3]) / 2) > 1e-3
 
 
 # ---------------------------------------------------------------------------
@@ -281,6 +287,7 @@ def test_bad_inputs_name_the_argument():
     losses.simsiam_graph(a, a, jnp.zeros((4, 4)))
   with pytest.raises(ValueError, match="p and z_target must have the same number of columns"):
     graph_cosine(a, jnp.ones((4, 2)), jnp.eye(4), names=("p", "z_target", "g"))
-  g3 = jsparse.BCOO.fromdense(jnp.ones((2, 4, 5)), n_batch=1)
-  with pytest.raises(ValueError, match="g must"):
-    losses.byol_graph(a, b, g3)
+  g_batched = jsparse.BCOO(  # (4, 5) with a batch dimension
+      (jnp.ones((4, 1)), jnp.zeros((4, 1, 1), jnp.int32)), shape=(4, 5))
+  with pytest.raises(ValueError, match="g must be a BCOO with 2 sparse"):
+    losses.byol_graph(a, b, g_batched)
