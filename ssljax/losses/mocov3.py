@@ -69,8 +69,8 @@ def mocov3(q: jax.typing.ArrayLike, k: jax.typing.ArrayLike, *,
       loss = 2τ · (1/B) Σ_i −log[exp(q̂_i·k̂_i/τ) / Σ_j exp(q̂_i·k̂_j/τ)],
 
   x̂ = x / max(‖x‖, 1e-12); k is under `jax.lax.stop_gradient` (it comes
-  from the momentum encoder). The factor 2τ is the official code's (it
-  makes the gradient scale less sensitive to τ). The softmax of query i
+  from the momentum encoder). The factor 2τ is the official code's (the τ
+  cancels the 1/τ of the logits in the gradient w.r.t. the cosines). The softmax of query i
   runs over all B keys: the keys of the global batch, since the ssljax
   train step is one jit over the global batch (the official code gathers
   them across GPUs).
