@@ -43,3 +43,16 @@ __all__ += ["barlow_twins", "barlow_twins_terms", "barlow_twins_two_view",
             "barlow_twins_two_view_terms", "spectral_contrastive",
             "spectral_contrastive_terms", "spectral_contrastive_two_view"]
 __all__ += ["edge_vic2_terms"]  # whole-dataset graphs sampled by edges
+from ssljax.losses.byol import byol  # noqa: E402
+from ssljax.losses.byol import byol_graph  # noqa: E402
+from ssljax.losses.byol import byol_two_view  # noqa: E402
+from ssljax.losses.mocov3 import mocov3  # noqa: E402
+from ssljax.losses.mocov3 import mocov3_graph  # noqa: E402
+from ssljax.losses.mocov3 import mocov3_two_view  # noqa: E402
+from ssljax.losses.simsiam import simsiam  # noqa: E402
+from ssljax.losses.simsiam import simsiam_graph  # noqa: E402
+from ssljax.losses.simsiam import simsiam_two_view  # noqa: E402
+
+__all__ += ["byol", "byol_two_view", "byol_graph",  # predictor + stop-gradient
+            "simsiam", "simsiam_two_view", "simsiam_graph",
+            "mocov3", "mocov3_two_view", "mocov3_graph"]
