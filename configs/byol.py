@@ -27,7 +27,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.projector = (2048, 256)
     c.model.predictor = (2048, 256)
   else:
-    c.model.predictor = (16, 16)
+    c.model.predictor = (32, 16)
   # Target momentum 0.996 -> 1 on a cosine (Grill et al. 2020, §3.2).
   c.teacher.momentum = 0.996
   c.teacher.final_momentum = 1.0

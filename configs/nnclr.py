@@ -28,6 +28,6 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.projector = (2048, 256)
     c.model.predictor = (2048, 256)
   else:
-    c.model.predictor = (16, 16)
+    c.model.predictor = (32, 16)
     c.loss.queue_size = 256
   return c

@@ -26,7 +26,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.projector = (2048, 2048)
     c.model.predictor = (512, 2048)
   else:
-    c.model.predictor = (8, 16)
+    c.model.predictor = (32, 16)
   # Official: SGD lr 0.05 x batch/256, weight decay 1e-4, 100 epochs, the
   # predictor at a fixed lr; the main job keeps AdamW (configs/vicreg.py).
   return c

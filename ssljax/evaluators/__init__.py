@@ -34,7 +34,7 @@ __all__ = ["EvalContext", "Evaluator", "available_types", "validate",
 _TYPE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 # Entry keys become metric prefixes "<name>/<metric>".
 _ENTRY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
-_NOT_TYPES = ("base",)
+_NOT_TYPES = ("base", "context")
 
 
 def check_option(name: str, option: str, value, ok: bool, what: str):
