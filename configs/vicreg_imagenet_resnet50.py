@@ -106,7 +106,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.eval.batch_size = 500
   c.eval.baselines = False  # raw-pixel probe on 150k-d inputs: too big
   c.eval.crop_fraction = 0.875  # resize 256, centre crop 224
-  c.eval.probe_search_rows = 20000
+  c.evals.probe.search_rows = 20000
 
   if variant == "smoke":
     # Same code path at toy size on a generated ~80 px RGB image folder:

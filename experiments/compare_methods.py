@@ -22,7 +22,8 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive",
-           "frossl", "wmse", "vicreg_supervised_graph", "vicreg_mixed_graph")
+           "frossl", "wmse", "byol", "simsiam", "mocov3", "dino", "nnclr",
+           "vicreg_supervised_graph", "vicreg_mixed_graph")
 BASELINE_RUN = "vicreg"  # the run that also probes the two baselines
 
 
@@ -57,22 +58,31 @@ def finished_runs(out: str) -> dict:
   return results
 
 
+def _cell(r: dict, key: str, fmt: str = ".4f") -> str:
+  value = r.get(key, r.get("evals", {}).get(key))
+  return "" if value is None else format(value, fmt)
+
+
 def table(results: dict) -> str:
-  lines = ["| config | method | loss form | graph | probe | k-NN | train s |",
-           "|---|---|---|---|---|---|---|"]
+  lines = ["| config | method | loss form | graph | probe | k-NN | online "
+           "probe | RankMe | train s | wall s |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
   for name, r in results.items():
     lines.append(
         f"| {name} | {r['method']} | {r.get('loss_form', '')} | "
-        f"{r.get('graph', '')} | {r['probe_test_accuracy']:.4f} | "
-        f"{r['knn_test_accuracy']:.4f} | {r['train_seconds']:.0f} |")
+        f"{r.get('graph', '')} | {_cell(r, 'probe_test_accuracy')} | "
+        f"{_cell(r, 'knn_test_accuracy')} | "
+        f"{_cell(r, 'online_probe_test_accuracy')} | "
+        f"{_cell(r, 'rankme/rankme', '.1f')} | "
+        f"{r['train_seconds']:.0f} | {r['wall_seconds']:.0f} |")
   base = results.get(BASELINE_RUN)
   if base is None:
     lines.append(f"(no baselines: run --configs {BASELINE_RUN} to probe them)")
     return "\n".join(lines) + "\n"
   lines.append(f"| raw pixels (baseline) | | | | "
-               f"{base['raw_pixel_probe_test_accuracy']:.4f} | | |")
+               f"{base['raw_pixel_probe_test_accuracy']:.4f} | | | | | |")
   lines.append(f"| random-init encoder (baseline) | | | | "
-               f"{base['random_init_probe_test_accuracy']:.4f} | | |")
+               f"{base['random_init_probe_test_accuracy']:.4f} | | | | | |")
   return "\n".join(lines) + "\n"
 
 

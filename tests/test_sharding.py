@@ -57,14 +57,25 @@ CASES = (
     ("spectral_contrastive", "graph", 2, "supervised"),
     ("frossl", "multi_view", 3, "views"),
     ("wmse", "two_view", 2, "views"),
+    # Predictive methods: the teacher's EMA, NNCLR's queue and DINO's centre
+    # must be updated from the global batch, identically on every device.
+    ("byol", "two_view", 2, "views"),
+    ("byol", "graph", 2, "views"),
+    ("simsiam", "two_view", 2, "views"),
+    ("simsiam", "graph", 2, "views"),
+    ("mocov3", "two_view", 2, "views"),
+    ("dino", "multi_view", 4, "views"),  # 2 global + 2 local crops
+    ("dino", "graph", 4, "views"),
+    ("nnclr", "two_view", 2, "views"),
 )
 
-# The default suite runs three of them: the smoke CNN's BatchNorm with
+# The default suite runs four of them: the smoke CNN's BatchNorm with
 # VICReg's covariances, SimCLR's negatives over a label graph, W-MSE's
-# whitening of sub-batches that span devices. ``-m slow`` runs every case.
+# whitening of sub-batches that span devices, and DINO's teacher and centre
+# over multi-crop. ``-m slow`` runs every case (NNCLR's queue among them).
 # XLA compiles are nearly the whole cost: ~7 s of CPU per case and dtype
-# here (a 1- and an 8-device program), ~200 s for all 13 cases.
-FAST_CASES = (CASES[0], CASES[6], CASES[12])
+# here (a 1- and an 8-device program), ~300 s for all 21 cases.
+FAST_CASES = (CASES[0], CASES[6], CASES[12], CASES[18])
 
 # Relative tolerances on max|a − b| / max|b| within each compared group (loss
 # terms of both steps, gradients of both steps, final parameters + BatchNorm
@@ -192,6 +203,9 @@ def _config(method, form, views, graph):
     config.model.encoder = "mlp"
     config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
   config.loss.form, config.views.num_views = form, views
+  if method == "dino":  # 2 global crops, the rest local (same size here)
+    config.views.num_views, config.views.num_local_views = 2, views - 2
+    config.views.local_size = 28
   config.graph.kind = graph
   return config
 
@@ -212,20 +226,29 @@ def _batches(views, labelled, dtype, steps=2, batch=64):
 
 def _initial_state(config, dtype):
   """Host (numpy) TrainState of ``dtype``, shared by the 1- and 8-device runs."""
-  net = models.make_network(config.model.encoder,
-                            config.model.encoder_kwargs.to_dict(),
-                            config.model.projector, dtype)
+  with config.unlocked():
+    config.model.dtype = "float32"
+  net = train.create_network(config)
+  if dtype == np.float64:  # computation dtype of every part
+    net = net.clone(encoder=net.encoder.clone(dtype=dtype),
+                    projector=net.projector.clone(dtype=dtype),
+                    predictor=(net.predictor and
+                               net.predictor.clone(dtype=dtype)))
   # Plain SGD on the clipped gradient: the update is a smooth function of the
   # gradient (Adam's g/sqrt(v) would blow a round-off-only gradient up to
   # ±lr), and clipping keeps losses of large scale (‖ZZᵀ − G‖² on a label
   # graph) from diverging in two steps.
   tx = optax.chain(_record_grads(), optax.clip_by_global_norm(1.0),
                    optax.sgd(0.05))
-  state = jax.device_get(
-      train.create_train_state(net, tx, jax.random.key(0), (28, 28, 1)))
-  cast = lambda tree: jax.tree.map(lambda a: np.asarray(a, dtype), tree)
+  state = jax.device_get(train.create_train_state(
+      net, tx, jax.random.key(0), (28, 28, 1), method=config.method,
+      loss_kwargs=config.loss.to_dict()))
+  cast = lambda tree: jax.tree.map(
+      lambda a: np.asarray(a, dtype) if np.issubdtype(
+          np.asarray(a).dtype, np.floating) else np.asarray(a), tree)
   params = cast(state.params)  # flax keeps float32 parameters by default
   return state.replace(params=params, batch_stats=cast(state.batch_stats),
+                       teacher=cast(state.teacher), memory=cast(state.memory),
                        opt_state=tx.init(params))
 
 
@@ -248,7 +271,8 @@ def _run(config, state, devices, batches):
     state, metrics = compiled(state, put(batch))
     losses.append(jax.device_get(metrics))
     grads.append(jax.device_get(state.opt_state[0]))
-  final = jax.device_get((state.params, state.batch_stats, state.opt_state))
+  final = jax.device_get((state.params, state.batch_stats, state.opt_state,
+                          state.teacher, state.memory))
   return {"loss terms": losses, "gradients": grads, "final state": final,
           "hlo": compiled.as_text()}
 
