@@ -222,7 +222,10 @@ def embedding_diagnostics(z, g, *, loss: str = "spectral_contrastive",
   (VIC²: singular values √μ_k of G; BarlowTwins: any column scale), so the
   Gram gap fits one positive factor (`gram_gap` with ``fit_scale``). For
   BarlowTwins, whose optimum allows a different scale per column, read the
-  subspace quantities (angles, fraction).
+  subspace quantities (angles, fraction). The angles are taken against the
+  non-zero columns of Z* only (for K above the number of positive
+  eigenvalues of G, Z* has zero columns), so there are min(K, rank Z*) of
+  them; a direction of Z* that Z lacks (collapse) counts as π/2.
 
   Args:
     z: (N, K) float array, rows in the order of g's rows.
@@ -233,7 +236,8 @@ def embedding_diagnostics(z, g, *, loss: str = "spectral_contrastive",
 
   Returns:
     dict with "gram_gap" (scalar in [0, 1]), "principal_angles" (ascending,
-    radians, between span Z and span Z*), "principal_angle_max" (scalar)
+    radians, between span Z and span Z*; (min(K, rank Z*),)),
+    "principal_angle_max" (scalar)
     and "top_eigenspace_fraction" (scalar in [0, 1]).
 
   Raises:
@@ -262,7 +266,9 @@ def embedding_diagnostics(z, g, *, loss: str = "spectral_contrastive",
   z_star = spectral.optimal_embedding(g_NxN, k, loss=loss)
   mu_N, u_NxN = linalg.sorted_eigh(g_NxN)
   z_star = _nearest_optimum(z, z_star, mu_N, u_NxN, rtol)
-  angles = principal_angles(z, z_star)
+  norms = np.asarray(jax.device_get(jnp.linalg.norm(z_star, axis=0)))
+  kept = np.flatnonzero(norms > rtol * max(norms.max(), 1e-30))
+  angles = principal_angles(z, z_star[:, kept] if kept.size else z_star)
   return {
       "gram_gap": gram_gap(z, z_star, fit_scale=True),
       "principal_angles": angles,
