@@ -16,6 +16,8 @@ happen at the boundary, before any tracing.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -87,7 +89,11 @@ def eigenspectrum(z) -> jax.Array:
     >>> eigenspectrum(z).tolist()
     [2.0, 0.5]
   """
-  z_NxK = _embeddings(z)
+  return _eigenspectrum(_embeddings(z))
+
+
+@jax.jit
+def _eigenspectrum(z_NxK):
   zc_NxK = z_NxK - jnp.mean(z_NxK, axis=0)
   cov_KxK = zc_NxK.T @ zc_NxK / z_NxK.shape[0]
   lam_K = jnp.linalg.eigvalsh((cov_KxK + cov_KxK.T) / 2)
@@ -124,8 +130,12 @@ def rankme(z, eps: float = 1e-7) -> jax.Array:
   """
   z_NxK = _embeddings(z)
   _check_positive(eps, "eps")
-  sigma = jnp.linalg.svd(z_NxK, compute_uv=False)
-  return _entropy_rank(sigma, eps)
+  return _rankme(z_NxK, eps)
+
+
+@jax.jit
+def _rankme(z_NxK, eps):
+  return _entropy_rank(jnp.linalg.svd(z_NxK, compute_uv=False), eps)
 
 
 def power_law_alpha(eigenvalues, *, fit_range=None) -> jax.Array:
@@ -170,6 +180,12 @@ def power_law_alpha(eigenvalues, *, fit_range=None) -> jax.Array:
   if not 1 <= first < last <= k:
     raise ValueError(f"fit_range must satisfy 1 <= first < last <= K = {k},"
                      f" got ({first}, {last})")
+  return _power_law_alpha(lam_K, first, last)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _power_law_alpha(lam_K, first, last):
+  k = lam_K.shape[0]
   ranks = jnp.arange(1, k + 1, dtype=lam_K.dtype)
   tol = k * jnp.finfo(lam_K.dtype).eps * jnp.max(lam_K)
   w = ((ranks >= first) & (ranks <= last) & (lam_K > tol)).astype(lam_K.dtype)
@@ -267,6 +283,12 @@ def lidar(z_views, *, delta: float = 1e-4, eps: float = 1e-7) -> jax.Array:
                      f"shape {z_QxNxK.shape}")
   _check_positive(delta, "delta")
   _check_positive(eps, "eps")
+  return _lidar(z_QxNxK, delta, eps)
+
+
+@jax.jit
+def _lidar(z_QxNxK, delta, eps):
+  q, n, k = z_QxNxK.shape
   mu_NxK = jnp.mean(z_QxNxK, axis=0)
   mc_NxK = mu_NxK - jnp.mean(mu_NxK, axis=0)
   sb_KxK = mc_NxK.T @ mc_NxK / (n - 1)

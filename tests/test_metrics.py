@@ -14,6 +14,8 @@ from ssljax.theory import diagnostics
 from ssljax.theory import frossl_dynamics
 from ssljax.theory import spectral
 
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
 
 def _orthogonal(rng, n, k):
   return np.linalg.qr(rng.normal(size=(n, k)))[0]

@@ -18,6 +18,8 @@ subspaces or Gram matrices ZZᵀ, never entries of Z.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -81,7 +83,12 @@ def principal_angles(a, b) -> jax.Array:
     raise ValueError(f"a and b must have the same number of rows, got "
                      f"{a.shape} and {b.shape}")
   dtype = jnp.result_type(a.dtype, b.dtype)
-  qa_NxR, qb_NxS = _basis(a.astype(dtype)), _basis(b.astype(dtype))
+  return _principal_angles(a.astype(dtype), b.astype(dtype))
+
+
+@jax.jit
+def _principal_angles(a_NxR, b_NxS):
+  qa_NxR, qb_NxS = _basis(a_NxR), _basis(b_NxS)
   c_RxS = qa_NxR.T @ qb_NxS
   _, cos_M, vt_MxS = jnp.linalg.svd(c_RxS, full_matrices=False)
   pb_NxM = qb_NxS @ vt_MxS.T  # principal vectors in range(b)
@@ -128,6 +135,11 @@ def gram_gap(z, z_star, *, fit_scale: bool = False) -> jax.Array:
   if z.shape[0] != z_star.shape[0]:
     raise ValueError(f"z and z_star must have the same number of rows, got "
                      f"{z.shape} and {z_star.shape}")
+  return _gram_gap(z, z_star, bool(fit_scale))
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _gram_gap(z, z_star, fit_scale):
   a_NxN, b_NxN = z @ z.T, z_star @ z_star.T
   if fit_scale:
     norm2 = jnp.sum(a_NxN**2)
@@ -179,13 +191,21 @@ def top_eigenspace_fraction(z, g, r: int | None = None) -> jax.Array:
   z = _matrix(z, "z")
   g_NxN = linalg.dense_graph(g, n=z.shape[0])
   mu_N, u_NxN = linalg.sorted_eigh(g_NxN.astype(jnp.result_type(z, g_NxN)))
+  return _fraction(z, mu_N, u_NxN, r)
+
+
+def _fraction(z_NxK, mu_N, u_NxN, r):
   if r is None:
     r = _positive_count(mu_N)
     if r == 0:
       raise ValueError("g has no positive eigenvalue; pass r explicitly")
-  r = linalg.check_k(r, z.shape[0])
-  proj_rxK = u_NxN[:, :r].T @ z
-  return jnp.sum(proj_rxK**2) / jnp.sum(z**2)
+  r = linalg.check_k(r, z_NxK.shape[0])
+  return _share(z_NxK, u_NxN[:, :r])
+
+
+@jax.jit
+def _share(z_NxK, u_Nxr):
+  return jnp.sum((u_Nxr.T @ z_NxK) ** 2) / jnp.sum(z_NxK**2)
 
 
 def _nearest_optimum(z_NxK, z_star_NxK, mu_N, u_NxN, rtol):
@@ -199,11 +219,13 @@ def _nearest_optimum(z_NxK, z_star_NxK, mu_N, u_NxN, rtol):
   first, last = int(block[0]), int(block[-1]) + 1
   if last <= k or mu[k - 1] <= tol:  # unique optimum, or clipped columns
     return z_star_NxK
-  ue_NxM = u_NxN[:, first:last]  # the whole repeated eigenspace
-  left_MxM, _, _ = jnp.linalg.svd(ue_NxM.T @ z_NxK, full_matrices=True)
-  cols_NxB = ue_NxM @ left_MxM[:, :k - first]
-  scale_B = jnp.linalg.norm(z_star_NxK[:, first:k], axis=0)
-  return z_star_NxK.at[:, first:k].set(cols_NxB * scale_B)
+  # Small host arrays: NumPy avoids compiling a program per shape.
+  z_star = np.array(z_star_NxK)
+  ue_NxM = np.asarray(u_NxN)[:, first:last]  # the whole repeated eigenspace
+  left_MxM, _, _ = np.linalg.svd(ue_NxM.T @ np.asarray(z_NxK))
+  scale_B = np.linalg.norm(z_star[:, first:k], axis=0)
+  z_star[:, first:k] = ue_NxM @ left_MxM[:, :k - first] * scale_B
+  return jnp.asarray(z_star)
 
 
 def embedding_diagnostics(z, g, *, loss: str = "spectral_contrastive",
@@ -266,14 +288,14 @@ def embedding_diagnostics(z, g, *, loss: str = "spectral_contrastive",
   z_star = spectral.optimal_embedding(g_NxN, k, loss=loss)
   mu_N, u_NxN = linalg.sorted_eigh(g_NxN)
   z_star = _nearest_optimum(z, z_star, mu_N, u_NxN, rtol)
-  norms = np.asarray(jax.device_get(jnp.linalg.norm(z_star, axis=0)))
+  norms = np.linalg.norm(np.asarray(z_star), axis=0)
   kept = np.flatnonzero(norms > rtol * max(norms.max(), 1e-30))
   angles = principal_angles(z, z_star[:, kept] if kept.size else z_star)
   return {
       "gram_gap": gram_gap(z, z_star, fit_scale=True),
       "principal_angles": angles,
       "principal_angle_max": jnp.max(angles),
-      "top_eigenspace_fraction": top_eigenspace_fraction(z, g_NxN, r),
+      "top_eigenspace_fraction": _fraction(z, mu_N, u_NxN, r),
   }
 
 
