@@ -105,6 +105,12 @@ def test_lidar_separated_classes_reach_the_lda_rank():
   assert float(metrics.lidar(z3)) == pytest.approx(3, rel=1e-3)
 
 
+def test_lidar_float64(x64):
+  z = np.random.default_rng(4).normal(size=(3, 8, 5))
+  assert metrics.lidar(z).dtype == jnp.float64
+  assert metrics.rankme(z[0]).dtype == jnp.float64
+
+
 def test_lidar_reference_and_collapse():
   rng = np.random.default_rng(3)
   q, n, k, delta = 3, 10, 4, 1e-4
@@ -216,6 +222,8 @@ def test_principal_angles_reference_and_rotation():
   r = _orthogonal(rng, 3, 3)
   np.testing.assert_allclose(diagnostics.principal_angles(a, a @ r), 0,
                              atol=1e-6)
+  np.testing.assert_allclose(jax.jit(diagnostics.principal_angles)(a, b),
+                             want, atol=1e-5)
   # A rank-deficient b: the missing dimension counts as π/2.
   angles = diagnostics.principal_angles(a, np.stack([a[:, 0], a[:, 0]], 1))
   np.testing.assert_allclose(angles, [0, np.pi / 2], atol=1e-6)
@@ -234,6 +242,8 @@ def test_gram_gap_is_rotation_invariant():
   assert float(diagnostics.gram_gap(other, z_star)) == pytest.approx(
       want, rel=1e-5)
   assert 0 < float(diagnostics.gram_gap(other, z_star, fit_scale=True)) < 1
+  assert float(jax.jit(diagnostics.gram_gap)(other, z_star)) == pytest.approx(
+      want, rel=1e-5)
 
 
 @pytest.mark.parametrize("g, k", [
