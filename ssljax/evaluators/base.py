@@ -41,6 +41,8 @@ class EvalContext:
     initial_state: ``initial_state()`` -> the train state at its random
       initialisation (a fresh copy each call).
     shown: whether this process prints progress (process 0).
+    view_labels: optional; ``view_labels(state) -> (B,)`` int32 labels
+      (−1: unknown) of the images of ``view_embeddings``.
     labelled_images: optional; ``labelled_images(split, rows) -> (X, y)``:
       uint8 (n, S, S, C) images of the probe's "train" or "test" rows, at the
       evaluation size (the centre crops ``features`` sees), and their int32
@@ -58,6 +60,7 @@ class EvalContext:
   initial_state: Callable[[], Any]
   shown: bool = True
   labelled_images: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None
+  view_labels: Callable[..., np.ndarray] | None = None
 
 
 class Evaluator:

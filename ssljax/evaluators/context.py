@@ -86,6 +86,13 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
   rows = np.sort(np.random.default_rng([seed, 3]).choice(
       len(train_source), num, replace=False))
   view_fn = None
+  view_labels = []  # read on first use: only the sampled rows
+
+  def labels_of_views(state):
+    del state  # the sample is fixed
+    if not view_labels:
+      view_labels.append(np.asarray(train_source.read(rows)[1], np.int32))
+    return view_labels[0]
 
   def view_embeddings(state):
     nonlocal view_fn
@@ -146,4 +153,5 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
                      features=features if splits is not None else None,
                      view_embeddings=view_embeddings, raw_pixels=raw_pixels,
                      initial_state=initial_state, shown=shown,
-                     labelled_images=labelled_images)
+                     labelled_images=labelled_images,
+                     view_labels=labels_of_views)
