@@ -43,3 +43,20 @@ __all__ += ["barlow_twins", "barlow_twins_terms", "barlow_twins_two_view",
             "barlow_twins_two_view_terms", "spectral_contrastive",
             "spectral_contrastive_terms", "spectral_contrastive_two_view"]
 __all__ += ["edge_vic2_terms"]  # whole-dataset graphs sampled by edges
+
+from ssljax.losses.dino import dino
+from ssljax.losses.dino import dino_center_update
+from ssljax.losses.dino import dino_crops_graph
+from ssljax.losses.dino import dino_graph
+from ssljax.losses.dino import dino_teacher_temperature
+from ssljax.losses.dino import dino_terms
+from ssljax.losses.nnclr import nearest_neighbour
+from ssljax.losses.nnclr import nnclr
+from ssljax.losses.nnclr import nnclr_graph
+from ssljax.losses.nnclr import nnclr_two_view
+from ssljax.losses.nnclr import support_knn_graph
+
+__all__ += ["dino", "dino_terms", "dino_center_update",
+            "dino_teacher_temperature", "dino_crops_graph", "dino_graph"]
+__all__ += ["nearest_neighbour", "nnclr", "nnclr_two_view",
+            "support_knn_graph", "nnclr_graph"]
