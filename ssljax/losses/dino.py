@@ -1,32 +1,24 @@
 """DINO: self-distillation with no labels (Caron et al. 2021).
 
-A student network sees all V crops of each image (G global crops first,
-then the local ones, view-major); an EMA teacher sees only the G global
-crops. Both end in a head with K outputs (`ssljax.models.DINOHead`). The
-teacher's logits are centred and sharpened into probabilities
-P_t = softmax((t − c)/τ_t) under stop-gradient; the student's are
-log P_s = log_softmax(s/τ_s); the loss is the cross-entropy
-H(P_t, P_s) = −Σ_k P_t,k log P_s,k averaged over the batch and over every
-pair (teacher crop g, student crop v) of different crops of one image.
+A student sees all V crops of each image (G global crops first, then the
+local ones, view-major); an EMA teacher sees the G global crops. Teacher
+logits are centred and sharpened into P_t = softmax((t − c)/τ_t) under
+stop-gradient; the student gives log P_s = log_softmax(s/τ_s); the loss is
+the cross-entropy H(P_t, P_s) = −Σ_k P_t,k log P_s,k averaged over the batch
+and over every pair (teacher crop g, student crop v ≠ g) of one image.
 
-Graph form: the same sum written over a bipartite graph between the N = V·B
-student rows and the M = G·B teacher rows, G_ij = 1 when student row i and
-teacher row j are different crops of one image (`dino_crops_graph`):
-loss = Σ_ij G_ij H(P_t,j, P_s,i) / Σ_ij G_ij (`dino_graph`). The original
-method uses exactly this graph: every global crop teaches all the other
-crops, global and local, of its own image; no crop teaches itself.
-
-The centre c is a running mean of the teacher logits
-(`dino_center_update`) and the teacher temperature is warmed up linearly
-(`dino_teacher_temperature`); both are state the training loop keeps.
+Graph form: the same sum over a bipartite graph between the V·B student rows
+and the G·B teacher rows, G_ij = 1 when they are different crops of one
+image (`dino_crops_graph`, the original method's graph: every global crop
+teaches all other crops of its image), divided by Σ G (`dino_graph`).
+The centre (`dino_center_update`) and the teacher temperature
+(`dino_teacher_temperature`) are state kept by the training loop.
 
 References:
   Caron, Touvron, Misra, Jégou, Mairal, Bojanowski & Joulin 2021, "Emerging
   Properties in Self-Supervised Vision Transformers", arXiv 2104.14294,
-  eq. (2)–(3) (cross-entropy between the teacher and student softmaxes over
-  the global → all-crops pairs), §3.1 and eq. (4) (centring, sharpening,
-  EMA of the centre), Algorithm 1; official DINOLoss (pairing, division by
-  the number of pairs, teacher-temperature warm-up).
+  eq. (2)–(4), §3.1 and Algorithm 1; official DINOLoss (pairing, division
+  by the number of pairs, teacher-temperature warm-up).
 """
 
 from __future__ import annotations
@@ -44,11 +36,6 @@ __all__ = ["dino", "dino_terms", "dino_center_update",
            "dino_teacher_temperature", "dino_crops_graph", "dino_graph"]
 
 
-# ---------------------------------------------------------------------------
-# Shared pieces.
-# ---------------------------------------------------------------------------
-
-
 def _check_center(center, k: int):
   c_K = checks.as_float(center)
   if c_K.shape != (k,):
@@ -58,20 +45,26 @@ def _check_center(center, k: int):
   return c_K
 
 
-def _probabilities(student_NxK, teacher_MxK, center_K, tau_s, tau_t, dtype):
-  """(log P_s, P_t, log P_t) with the teacher under stop-gradient."""
-  s = student_NxK.astype(dtype)
-  t = jax.lax.stop_gradient(teacher_MxK.astype(dtype))
+def _check_temperatures(tau_s, tau_t) -> None:
+  checks.check_positive(tau_s, "student_temperature")
+  checks.check_positive(tau_t, "teacher_temperature")
+
+
+def _check_nonnegative_int(value, name: str) -> None:
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
+      value < 0):
+    raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+
+
+def _probabilities(student, teacher, center_K, tau_s, tau_t, dtype):
+  """(log P_s, P_t, log P_t) over the last axis, teacher under stop-gradient."""
+  s = student.astype(dtype)
+  t = jax.lax.stop_gradient(teacher.astype(dtype))
   c = jax.lax.stop_gradient(center_K.astype(dtype))
   log_ps_NxK = jax.nn.log_softmax(s / jnp.asarray(tau_s, dtype), axis=-1)
   log_pt_MxK = jax.nn.log_softmax((t - c) / jnp.asarray(tau_t, dtype),
                                   axis=-1)
   return log_ps_NxK, jnp.exp(log_pt_MxK), log_pt_MxK
-
-
-# ---------------------------------------------------------------------------
-# Original form (official DINOLoss).
-# ---------------------------------------------------------------------------
 
 
 def dino_terms(
@@ -93,11 +86,9 @@ def dino_terms(
   come first), so the pair v = g is skipped: G(V − 1) pairs, as the official
   DINOLoss counts them.
 
-  Monitors: "teacher_entropy" = mean over the G·B teacher rows of H(P_t)
-  (log K for a uniform teacher, 0 for a one-hot one: centring pushes it up,
-  sharpening down; either extreme is a collapse), and "kl" = loss −
-  teacher_entropy, the mean KL(P_t ‖ P_s) over the pairs (each teacher row
-  enters V − 1 pairs, so the entropies average to teacher_entropy).
+  Monitors: "teacher_entropy", the mean H(P_t) of the G·B teacher rows
+  (log K: uniform collapse; 0: one-hot collapse), and "kl" = loss −
+  teacher_entropy, the mean KL(P_t ‖ P_s) over the pairs.
 
   Args:
     student: (V, B, K) student logits of all V crops, float32 or float64,
@@ -116,9 +107,8 @@ def dino_terms(
 
   Raises:
     ValueError: if student or teacher is not rank 3, their (B, K) differ,
-      G > V or there is no pair (V = G = 1), center is not (K,), a
-      temperature is not a finite number > 0, or (concrete inputs only) an
-      input has NaN/inf.
+      G > V or V < 2, center is not (K,), a temperature is not finite > 0,
+      or (concrete inputs only) an input has NaN/inf.
 
   References:
     Caron et al. 2021, "Emerging Properties in Self-Supervised Vision
@@ -134,28 +124,21 @@ def dino_terms(
   """
   s_VxBxK = checks.as_float(student)
   t_GxBxK = checks.as_float(teacher)
-  if s_VxBxK.ndim != 3:
-    raise ValueError(f"student must be a rank-3 (V, B, K) array, got shape"
-                     f" {s_VxBxK.shape}")
-  if t_GxBxK.ndim != 3:
-    raise ValueError(f"teacher must be a rank-3 (G, B, K) array, got shape"
-                     f" {t_GxBxK.shape}")
-  v, b, k = s_VxBxK.shape
-  g = t_GxBxK.shape[0]
-  if t_GxBxK.shape[1:] != (b, k) or b < 1 or k < 1:
+  for x, name, what in ((s_VxBxK, "student", "(V, B, K)"),
+                        (t_GxBxK, "teacher", "(G, B, K)")):
+    if x.ndim != 3 or 0 in x.shape:
+      raise ValueError(f"{name} must be a non-empty rank-3 {what} array, got"
+                       f" shape {x.shape}")
+  (v, b, k), g = s_VxBxK.shape, t_GxBxK.shape[0]
+  if t_GxBxK.shape[1:] != (b, k) or not 1 <= g <= v or v < 2:
     raise ValueError(
-        f"student and teacher must share (B, K) >= 1, got student"
-        f" {s_VxBxK.shape} and teacher {t_GxBxK.shape}")
-  if not 1 <= g <= v or g * (v - 1) < 1:
-    raise ValueError(
-        f"student and teacher must have 1 <= G <= V crops and at least one"
-        f" pair of different crops, got V = {v} (student) and G = {g}"
-        f" (teacher)")
+        f"student (V, B, K) and teacher (G, B, K) must share B and K, with"
+        f" 1 <= G <= V and V >= 2, got student {s_VxBxK.shape} and teacher"
+        f" {t_GxBxK.shape}")
   c_K = _check_center(center, k)
   checks.check_finite(s_VxBxK, "student")
   checks.check_finite(t_GxBxK, "teacher")
-  checks.check_positive(student_temperature, "student_temperature")
-  checks.check_positive(teacher_temperature, "teacher_temperature")
+  _check_temperatures(student_temperature, teacher_temperature)
   return _dino_core(s_VxBxK, t_GxBxK, c_K, student_temperature,
                     teacher_temperature)
 
@@ -164,14 +147,11 @@ def dino_terms(
 def _dino_core(s_VxBxK, t_GxBxK, c_K, tau_s, tau_t):
   """Official pairing on validated inputs."""
   dtype = jnp.result_type(s_VxBxK, t_GxBxK)
-  v, b, k = s_VxBxK.shape
-  g = t_GxBxK.shape[0]
-  log_ps, pt, log_pt = _probabilities(
-      s_VxBxK.reshape(v * b, k), t_GxBxK.reshape(g * b, k), c_K, tau_s,
-      tau_t, dtype)
+  (v, b, _), g = s_VxBxK.shape, t_GxBxK.shape[0]
+  log_ps, pt, log_pt = _probabilities(s_VxBxK, t_GxBxK, c_K, tau_s, tau_t,
+                                      dtype)
   # ce_GxV[g, v] = (1/B) Σ_b H(P_t[g, b], P_s[v, b]).
-  ce_GxV = -jnp.einsum("gbk,vbk->gv", pt.reshape(g, b, k),
-                       log_ps.reshape(v, b, k)) / b
+  ce_GxV = -jnp.einsum("gbk,vbk->gv", pt, log_ps) / b
   other_GxV = jnp.arange(g)[:, None] != jnp.arange(v)[None, :]
   loss = jnp.sum(jnp.where(other_GxV, ce_GxV, 0)) / (g * (v - 1))
   teacher_entropy = -jnp.sum(pt * log_pt) / (g * b)
@@ -193,8 +173,7 @@ def dino(
   of (1/B) Σ_b H(softmax((t_gb − c)/τ_t), softmax(s_vb/τ_s)), teacher under
   stop-gradient. Equal to `dino_graph` on `dino_crops_graph(B, G, V − G)`.
 
-  Arguments, errors and references: as `dino_terms`, which documents them
-  in full. Returns the 0-d "loss" entry.
+  Arguments, errors, references: as `dino_terms`. Returns its 0-d "loss".
 
   Example:
     >>> s = jnp.array([[[1., 0.]], [[0., 1.]]])   # V = 2 crops, B = 1, K = 2
@@ -208,11 +187,6 @@ def dino(
                     teacher_temperature=teacher_temperature)["loss"]
 
 
-# ---------------------------------------------------------------------------
-# Centre and teacher temperature.
-# ---------------------------------------------------------------------------
-
-
 def dino_center_update(
     center: jax.typing.ArrayLike,
     teacher: jax.typing.ArrayLike,
@@ -222,10 +196,9 @@ def dino_center_update(
   """EMA of the teacher logits: c ← m·c + (1 − m)·mean of the teacher rows.
 
   The mean runs over all G·B teacher rows of the global batch. The official
-  code sums over its local rows and all-reduces across processes; in
-  ssljax's single global jit the arrays already hold the whole batch, so no
-  all-reduce is needed. Gradients are stopped (the centre is state, not a
-  function of the parameters).
+  code all-reduces its per-process sums; in ssljax's single global jit the
+  arrays already hold the whole batch, so no all-reduce is needed.
+  Gradients are stopped (the centre is state).
 
   Args:
     teacher and center as in `dino_terms`; teacher may also be (M, K).
@@ -308,9 +281,7 @@ def dino_teacher_temperature(
     >>> [round(float(dino_teacher_temperature(s, 30)), 4) for s in (0, 15, 30, 99)]
     [0.04, 0.055, 0.07, 0.07]
   """
-  if (isinstance(warmup_steps, bool) or not isinstance(
-      warmup_steps, (int, np.integer)) or warmup_steps < 0):
-    raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
+  _check_nonnegative_int(warmup_steps, "warmup_steps")
   checks.check_positive(start, "start")
   checks.check_positive(end, "end")
   dtype = jnp.result_type(float)
@@ -318,11 +289,6 @@ def dino_teacher_temperature(
     return jnp.asarray(end, dtype)
   frac = jnp.clip(jnp.asarray(step, dtype) / warmup_steps, 0, 1)
   return jnp.asarray(start, dtype) + (end - start) * frac
-
-
-# ---------------------------------------------------------------------------
-# Graph form.
-# ---------------------------------------------------------------------------
 
 
 def dino_crops_graph(batch: int, num_global: int, num_local: int, *,
@@ -349,8 +315,7 @@ def dino_crops_graph(batch: int, num_global: int, num_local: int, *,
       not an int >= 0, or there is a single crop.
 
   References:
-    Caron et al. 2021, arXiv 2104.14294, eq. (3) (Σ over x ∈ {x1g, x2g},
-    x' ∈ V, x' ≠ x).
+    Caron et al. 2021, arXiv 2104.14294, eq. (3) (x ∈ {x1g, x2g}, x' ≠ x).
 
   Example:
     >>> dino_crops_graph(1, 2, 1).astype(int).tolist()
@@ -358,9 +323,7 @@ def dino_crops_graph(batch: int, num_global: int, num_local: int, *,
   """
   b = checks.check_positive_int(batch, "batch")
   g = checks.check_positive_int(num_global, "num_global")
-  if isinstance(num_local, bool) or not isinstance(
-      num_local, (int, np.integer)) or num_local < 0:
-    raise ValueError(f"num_local must be an int >= 0, got {num_local!r}")
+  _check_nonnegative_int(num_local, "num_local")
   v = g + int(num_local)
   if v < 2:
     raise ValueError(f"num_global + num_local must be >= 2 (a crop never"
@@ -394,11 +357,10 @@ def dino_graph(
   softmax(student_i/τ_s). On `dino_crops_graph(B, G, L)`, with
   student = s.reshape(V·B, K) and teacher = t.reshape(G·B, K) (view-major),
   it equals `dino(s, t, center)`: the original method's graph links every
-  global crop to all other crops of its image. Other graphs (e.g. the
-  teacher rows of neighbouring images) give other targets.
+  global crop to all other crops of its image.
 
-  A dense g costs one (N, M)·(M, K) product; a BCOO g sums over its stored
-  entries (padding, index >= the shape, ignored) in O(nnz·K) memory.
+  A dense g costs an (N, M)·(M, K) product; a BCOO g O(nnz·K) memory
+  (padding entries, index >= the shape, are ignored).
 
   Args:
     student: (N, K) student logits, float32 or float64.
@@ -442,27 +404,24 @@ def dino_graph(
                      f" for student {s_NxK.shape} and teacher {t_MxK.shape},"
                      f" got shape {tuple(np.shape(g))}")
   checks.check_finite(g, "g")
-  checks.check_positive(student_temperature, "student_temperature")
-  checks.check_positive(teacher_temperature, "teacher_temperature")
+  _check_temperatures(student_temperature, teacher_temperature)
   if graphs.is_bcoo(g):
-    rows_E, cols_E, w_E = _edges(g)
-    if checks.is_concrete(g):
-      with jax.ensure_compile_time_eval():
-        _check_total(float(jnp.sum(w_E)))
-    return _dino_bcoo_core(s_NxK, t_MxK, c_K, rows_E, cols_E, w_E,
-                           student_temperature, teacher_temperature)
-  g_NxM = jnp.asarray(g)
-  if checks.is_concrete(g_NxM):
-    with jax.ensure_compile_time_eval():
-      _check_total(float(jnp.sum(g_NxM)))
-  return _dino_dense_core(s_NxK, t_MxK, c_K, g_NxM, student_temperature,
+    g = _edges(g)  # (rows, cols, weights): a pytree the jitted core takes
+  else:
+    g = jnp.asarray(g)
+  _check_total(g[2] if isinstance(g, tuple) else g)
+  return _dino_graph_core(s_NxK, t_MxK, c_K, g, student_temperature,
                           teacher_temperature)
 
 
-def _check_total(total: float) -> None:
-  if not total > 0:
-    raise ValueError(f"g must have a positive total weight Σ G_ij (the loss"
-                     f" divides by it), got {total:.6g}")
+def _check_total(w) -> None:
+  """Σ G > 0 for a concrete g (one scalar to the host)."""
+  if checks.is_concrete(w):
+    with jax.ensure_compile_time_eval():
+      total = float(jnp.sum(w))
+    if not total > 0:
+      raise ValueError(f"g must have a positive total weight Σ G_ij (the"
+                       f" loss divides by it), got {total:.6g}")
 
 
 def _edges(g):
@@ -475,20 +434,17 @@ def _edges(g):
 
 
 @jax.jit
-def _dino_dense_core(s_NxK, t_MxK, c_K, g_NxM, tau_s, tau_t):
+def _dino_graph_core(s_NxK, t_MxK, c_K, g, tau_s, tau_t):
+  """−Σ_ik log P_s,ik (G P_t)_ik / Σ G, i.e. Σ_ij G_ij H(P_t,j, P_s,i) / Σ G."""
   dtype = jnp.result_type(s_NxK, t_MxK)
   log_ps_NxK, pt_MxK, _ = _probabilities(s_NxK, t_MxK, c_K, tau_s, tau_t,
                                          dtype)
-  g_NxM = g_NxM.astype(dtype)
-  # Σ_ij G_ij Σ_k P_t,jk log P_s,ik = Σ_ik log P_s,ik (G P_t)_ik.
-  return -jnp.sum(log_ps_NxK * (g_NxM @ pt_MxK)) / jnp.sum(g_NxM)
-
-
-@jax.jit
-def _dino_bcoo_core(s_NxK, t_MxK, c_K, rows_E, cols_E, w_E, tau_s, tau_t):
-  dtype = jnp.result_type(s_NxK, t_MxK)
-  log_ps_NxK, pt_MxK, _ = _probabilities(s_NxK, t_MxK, c_K, tau_s, tau_t,
-                                         dtype)
-  w_E = w_E.astype(dtype)
-  h_E = -jnp.sum(pt_MxK[cols_E] * log_ps_NxK[rows_E], axis=1)
-  return jnp.dot(w_E, h_E) / jnp.sum(w_E)
+  if isinstance(g, tuple):  # BCOO edges: O(nnz·K)
+    rows_E, cols_E, w_E = g
+    w_E = w_E.astype(dtype)
+    gpt_NxK = jax.ops.segment_sum(w_E[:, None] * pt_MxK[cols_E], rows_E,
+                                  num_segments=s_NxK.shape[0])
+  else:
+    w_E = g.astype(dtype)
+    gpt_NxK = w_E @ pt_MxK
+  return -jnp.sum(log_ps_NxK * gpt_NxK) / jnp.sum(w_E)
