@@ -405,32 +405,28 @@ def dino_graph(
                      f" got shape {tuple(np.shape(g))}")
   checks.check_finite(g, "g")
   _check_temperatures(student_temperature, teacher_temperature)
-  if graphs.is_bcoo(g):
-    g = _edges(g)  # (rows, cols, weights): a pytree the jitted core takes
-  else:
-    g = jnp.asarray(g)
-  _check_total(g[2] if isinstance(g, tuple) else g)
+  g = g if graphs.is_bcoo(g) else jnp.asarray(g)
+  if checks.is_concrete(g):
+    with jax.ensure_compile_time_eval():  # also when called while tracing
+      total = float(_total_weight(g))
+    if not total > 0:
+      raise ValueError(f"g must have a positive total weight Σ G_ij (the"
+                       f" loss divides by it), got {total:.6g}")
   return _dino_graph_core(s_NxK, t_MxK, c_K, g, student_temperature,
                           teacher_temperature)
 
 
-def _check_total(w) -> None:
-  """Σ G > 0 for a concrete g (one scalar to the host)."""
-  if checks.is_concrete(w):
-    with jax.ensure_compile_time_eval():
-      total = float(jnp.sum(w))
-    if not total > 0:
-      raise ValueError(f"g must have a positive total weight Σ G_ij (the"
-                       f" loss divides by it), got {total:.6g}")
-
-
 def _edges(g):
   """(rows, cols, weights) of a BCOO; padding entries get weight 0."""
-  n, m = g.shape
-  rows_E, cols_E = g.indices[:, 0], g.indices[:, 1]
+  (n, m), rows_E, cols_E = g.shape, g.indices[:, 0], g.indices[:, 1]
   keep_E = (rows_E < n) & (cols_E < m)
   return (jnp.clip(rows_E, 0, n - 1), jnp.clip(cols_E, 0, m - 1),
           jnp.where(keep_E, g.data, 0))
+
+
+@jax.jit
+def _total_weight(g):
+  return jnp.sum(_edges(g)[2] if graphs.is_bcoo(g) else g)
 
 
 @jax.jit
@@ -439,8 +435,8 @@ def _dino_graph_core(s_NxK, t_MxK, c_K, g, tau_s, tau_t):
   dtype = jnp.result_type(s_NxK, t_MxK)
   log_ps_NxK, pt_MxK, _ = _probabilities(s_NxK, t_MxK, c_K, tau_s, tau_t,
                                          dtype)
-  if isinstance(g, tuple):  # BCOO edges: O(nnz·K)
-    rows_E, cols_E, w_E = g
+  if graphs.is_bcoo(g):  # sum over the stored entries: O(nnz·K)
+    rows_E, cols_E, w_E = _edges(g)
     w_E = w_E.astype(dtype)
     gpt_NxK = jax.ops.segment_sum(w_E[:, None] * pt_MxK[cols_E], rows_E,
                                   num_segments=s_NxK.shape[0])

@@ -45,8 +45,10 @@ class DINOHead(nn.Module):
     >>> import jax
     >>> head = DINOHead(out_dim=5, hidden_dim=8, bottleneck_dim=4)
     >>> h = jnp.ones((2, 3))
-    >>> params = head.init(jax.random.key(0), h)
-    >>> head.apply(params, h).shape
+    >>> variables = jax.eval_shape(head.init, jax.random.key(0), h)
+    >>> variables["params"]["last_layer_v"].shape
+    (4, 5)
+    >>> jax.eval_shape(head.apply, variables, h).shape
     (2, 5)
   """
   out_dim: int = 65536
