@@ -259,14 +259,15 @@ def dino_teacher_temperature(
   with warmup_steps = W − 1.
 
   Args:
-    step: current step (epoch), int or float scalar, may be traced.
+    step: current step (epoch), int or float, scalar or array (elementwise),
+      may be traced.
     warmup_steps: length of the warm-up, int >= 0 (static).
     start: τ_t at step 0 (official `warmup_teacher_temp` 0.04).
     end: τ_t after the warm-up (official `teacher_temp`, 0.04 by default,
       0.07 in the paper's ViT-S/16 runs, warmed up over 30 epochs).
 
   Returns:
-    0-d array of the default float dtype (float32 unless x64 is on).
+    array of step's shape, default float dtype (float32 unless x64 is on).
 
   Raises:
     ValueError: if warmup_steps is not an int >= 0, or start or end is not
@@ -278,17 +279,17 @@ def dino_teacher_temperature(
     `warmup_teacher_temp`, `teacher_temp`, `warmup_teacher_temp_epochs`.
 
   Example:
-    >>> [round(float(dino_teacher_temperature(s, 30)), 4) for s in (0, 15, 30, 99)]
+    >>> temps = dino_teacher_temperature(np.array([0, 15, 30, 99]), 30)
+    >>> [round(float(x), 4) for x in np.asarray(temps)]
     [0.04, 0.055, 0.07, 0.07]
   """
   _check_nonnegative_int(warmup_steps, "warmup_steps")
   checks.check_positive(start, "start")
   checks.check_positive(end, "end")
-  dtype = jnp.result_type(float)
-  if warmup_steps == 0:
-    return jnp.asarray(end, dtype)
-  frac = jnp.clip(jnp.asarray(step, dtype) / warmup_steps, 0, 1)
-  return jnp.asarray(start, dtype) + (end - start) * frac
+  step = jnp.asarray(step, jnp.result_type(float))
+  frac = (jnp.ones_like(step) if warmup_steps == 0
+          else jnp.clip(step / warmup_steps, 0, 1))
+  return start + (end - start) * frac
 
 
 def dino_crops_graph(batch: int, num_global: int, num_local: int, *,
