@@ -201,7 +201,8 @@ def dino_center_update(
   Gradients are stopped (the centre is state).
 
   Args:
-    teacher and center as in `dino_terms`; teacher may also be (M, K).
+    center: (K,) current centre (zeros at the start).
+    teacher: (G, B, K) or (M, K) teacher logits.
     momentum: m in [0, 1] (official 0.9); may be traced.
 
   Returns:
