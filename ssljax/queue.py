@@ -50,7 +50,8 @@ def queue_init(key: jax.Array, size: int, dim: int,
     ValueError: if size or dim is not an int >= 1.
 
   References:
-    Dwibedi et al. 2021, arXiv 2104.14548, §4.1 (support-set size).
+    Dwibedi et al. 2021, arXiv 2104.14548, implementation details
+    (support-set size).
 
   Example:
     >>> q = queue_init(jax.random.key(0), 4, 3)

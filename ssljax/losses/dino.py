@@ -17,8 +17,8 @@ The centre (`dino_center_update`) and the teacher temperature
 References:
   Caron, Touvron, Misra, Jégou, Mairal, Bojanowski & Joulin 2021, "Emerging
   Properties in Self-Supervised Vision Transformers", arXiv 2104.14294,
-  eq. (2)–(4), §3.1 and Algorithm 1; official DINOLoss (pairing, division
-  by the number of pairs, teacher-temperature warm-up).
+  eq. (2)–(3), §3.1 (centring) and Algorithm 1; official DINOLoss (pairing,
+  division by the number of pairs, teacher-temperature warm-up).
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def dino_center_update(
       an input has NaN/inf.
 
   References:
-    Caron et al. 2021, arXiv 2104.14294, eq. (4) and Algorithm 1
+    Caron et al. 2021, arXiv 2104.14294, §3.1 (centring) and Algorithm 1
     (C = m·C + (1 − m)·cat([t1, t2]).mean(dim=0)).
 
   Example:
@@ -275,8 +275,8 @@ def dino_teacher_temperature(
       a finite number > 0.
 
   References:
-    Caron et al. 2021, arXiv 2104.14294, §4 / App. (τ_t linear warm-up from
-    0.04 to 0.07 during the first 30 epochs); official
+    Caron et al. 2021, arXiv 2104.14294, implementation details (τ_t warm-up
+    from 0.04 to 0.07 during the first 30 epochs); official
     `warmup_teacher_temp`, `teacher_temp`, `warmup_teacher_temp_epochs`.
 
   Example:

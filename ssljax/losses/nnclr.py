@@ -1,4 +1,4 @@
-"""NNCLR: nearest neighbours from a support set as positives (Dwibedi et al. 2021).
+"""NNCLR: support-set nearest neighbours as positives (Dwibedi et al. 2021).
 
 For embeddings z_i (B, K) of one view, NN(z_i, Q) is the row of the support
 set Q (a FIFO queue of past embeddings, `ssljax.queue`) with the highest
@@ -7,14 +7,15 @@ p_j of the OTHER view are contrasted against it:
 
     L = (1/B) Σ_i −log softmax_j(NN(ẑ_i)·p̂_j / τ)_i,
 
-x̂ = x/‖x‖, the softmax over the B predictions of the batch (paper eq. (2)
-and Algorithm 1: logits = nn @ p.T, cross-entropy against arange(B) along
-the rows; solo-learn's `nnclr_loss_func` computes the same). The
-two-view loss is ½ L(NN(z1), p2) + ½ L(NN(z2), p1) (Algorithm 1). Only
-the predictor outputs p receive gradients from this loss; z reaches the
-loss only through the arg-max. The paper's text also mentions a further
-symmetrising term whose softmax runs over the neighbours NN(z_k) instead of
-the predictions; Algorithm 1 and solo-learn leave it out, and so do we.
+x̂ = x/‖x‖, the softmax over the B predictions of the batch (the paper's
+L_i^NNCLR and Algorithm 1: logits = nn @ p.T, cross-entropy against
+arange(B) along the rows; solo-learn's `nnclr_loss_func` computes the
+same). The two-view loss is ½ L(NN(z1), p2) + ½ L(NN(z2), p1)
+(Algorithm 1). Only the predictor outputs p receive gradients from this
+loss; z reaches it only through the arg-max. The paper's implementation
+details also describe a transposed term, whose softmax runs over the
+neighbours NN(z_k) instead of the predictions; Algorithm 1 and solo-learn
+leave it out, and so do we.
 
 Graph form: the positives are a bipartite graph between the batch and the
 support set, G_iq = 1 when support row q is a nearest neighbour of z_i
@@ -25,7 +26,8 @@ for k = 1 (`nnclr_graph`).
 References:
   Dwibedi, Aytar, Tompson, Sermanet & Zisserman 2021, "With a Little Help
   from My Friends: Nearest-Neighbor Contrastive Learning of Visual
-  Representations", arXiv 2104.14548, eq. (1)–(2) and Algorithm 1.
+  Representations", arXiv 2104.14548, §3 (L_i^InfoNCE, L_i^NNCLR) and
+  Algorithm 1.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def _check_support(support, z_BxK, name_z: str):
 
 
 def _nn_index(z_BxK, q_QxK):
-  """Index of the support row of highest cosine with each z_i (first on ties)."""
+  """Index of the support row most cosine-similar to each z_i (first on ties)."""
   zn = checks.unit_rows(jax.lax.stop_gradient(z_BxK), floor=_NORM_FLOOR)
   qn = checks.unit_rows(jax.lax.stop_gradient(q_QxK), floor=_NORM_FLOOR)
   return jnp.argmax(zn @ qn.T.astype(zn.dtype), axis=1).astype(jnp.int32)
@@ -86,7 +88,7 @@ def nearest_neighbour(
       (concrete only) one has NaN/inf.
 
   References:
-    Dwibedi et al. 2021, arXiv 2104.14548, eq. (2) (NN(z, Q) = argmin_q
+    Dwibedi et al. 2021, arXiv 2104.14548, §3 (NN(z, Q) = argmin_q
     ‖z − q‖ on unit vectors, i.e. the highest cosine) and Algorithm 1.
 
   Example:
@@ -147,7 +149,7 @@ def nnclr(
       (concrete only) an input has NaN/inf.
 
   References:
-    Dwibedi et al. 2021, arXiv 2104.14548, eq. (2) and Algorithm 1 (loss
+    Dwibedi et al. 2021, arXiv 2104.14548, §3 (L_i^NNCLR), Algorithm 1 (loss
     L(nn, p) = cross_entropy(nn @ p.T / τ, arange(B))).
 
   Example:
@@ -260,8 +262,8 @@ def support_knn_graph(
       an int in [1, Q], or (concrete only) an input has NaN/inf.
 
   References:
-    Dwibedi et al. 2021, arXiv 2104.14548, eq. (2) (k = 1) and §5 (top-k
-    neighbours as positives).
+    Dwibedi et al. 2021, arXiv 2104.14548, §3 (k = 1) and the ablations
+    (top-k neighbours as positives).
 
   Example:
     >>> q = jnp.array([[1., 0.], [0., 1.], [-1., 0.]])
@@ -327,7 +329,7 @@ def nnclr_graph(
       has NaN/inf or Σ G <= 0.
 
   References:
-    Dwibedi et al. 2021, arXiv 2104.14548, eq. (2); graph view of SSL
+    Dwibedi et al. 2021, arXiv 2104.14548, §3 (L_i^NNCLR); graph view of SSL
     losses: Balestriero & LeCun 2022, arXiv 2205.11508, §2.
 
   Example:

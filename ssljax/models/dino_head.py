@@ -39,7 +39,7 @@ class DINOHead(nn.Module):
     "Emerging Properties in Self-Supervised Vision Transformers", arXiv
     2104.14294, §3.1 ("projection head": 3-layer MLP, hidden 2048, ℓ2
     normalisation, weight-normalised fully connected layer of K dimensions)
-    and App. (head ablations); official DINOHead.
+    and the official DINOHead.
 
   Example:
     >>> import jax
