@@ -56,3 +56,20 @@ from ssljax.losses.simsiam import simsiam_two_view  # noqa: E402
 __all__ += ["byol", "byol_two_view", "byol_graph",  # predictor + stop-gradient
             "simsiam", "simsiam_two_view", "simsiam_graph",
             "mocov3", "mocov3_two_view", "mocov3_graph"]
+
+from ssljax.losses.dino import dino
+from ssljax.losses.dino import dino_center_update
+from ssljax.losses.dino import dino_crops_graph
+from ssljax.losses.dino import dino_graph
+from ssljax.losses.dino import dino_teacher_temperature
+from ssljax.losses.dino import dino_terms
+from ssljax.losses.nnclr import nearest_neighbour
+from ssljax.losses.nnclr import nnclr
+from ssljax.losses.nnclr import nnclr_graph
+from ssljax.losses.nnclr import nnclr_two_view
+from ssljax.losses.nnclr import support_knn_graph
+
+__all__ += ["dino", "dino_terms", "dino_center_update",
+            "dino_teacher_temperature", "dino_crops_graph", "dino_graph"]
+__all__ += ["nearest_neighbour", "nnclr", "nnclr_two_view",
+            "support_knn_graph", "nnclr_graph"]

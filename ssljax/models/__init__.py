@@ -18,6 +18,7 @@ bf16 runs.
 
 import jax.numpy as jnp
 
+from ssljax.models.dino_head import DINOHead
 from ssljax.models.encoders import MLPEncoder, SmallCNN
 from ssljax.models.heads import Projector, SSLNetwork
 from ssljax.models.resnet import ResNet, ResNet18, ResNet50
@@ -27,7 +28,7 @@ from ssljax.models.vit import (VisionTransformer, ViTSmall16, ViTTiny16,
 __all__ = ["MLPEncoder", "SmallCNN", "ResNet", "ResNet18", "ResNet50",
            "VisionTransformer", "ViTTiny16", "ViTSmall16",
            "interpolate_pos_embed", "Projector", "SSLNetwork", "ENCODERS",
-           "HEADS", "make_network"]
+           "HEADS", "make_network", "DINOHead"]
 
 ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18,
             "resnet50": ResNet50, "vit_tiny16": ViTTiny16,
