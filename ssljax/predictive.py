@@ -16,9 +16,9 @@ loss form here is an adapter ``form(out, memory, schedule, **hparams) ->
 
 The targets always come from the G global views, as in the papers'
 multi-crop recipes: the G·B target rows are matched to every other view of
-the same image by the crop graph `crops_graph` (rows: all V·B views,
-columns: the G·B global views, 1 where row and column are different views
-of one image). With V = G = 2 that is the two-view graph
+the same image by the crop graph `ssljax.losses.dino_crops_graph` (rows:
+all V·B views, columns: the G·B global views, 1 where row and column are
+different views of one image). With V = G = 2 that is the two-view graph
 ``graphs.views_graph(B, 2)``.
 """
 
@@ -29,29 +29,7 @@ import jax.numpy as jnp
 
 from ssljax import losses, queue as support_queue
 
-__all__ = ["crops_graph", "init_memory", "FORMS", "NEEDS"]
-
-
-def crops_graph(batch: int, num_views: int, num_global: int,
-                dtype=jnp.float32) -> jax.Array:
-  """(V·B, G·B) graph between all views and the global views of a batch.
-
-  G_ij = 1 when row i (view v of sample b, view-major: i = v·B + b) and
-  column j (global view g of sample b', j = g·B + b') are different views of
-  one image (b = b', v ≠ g), else 0. With V = G = 2 it is the two-view SSL
-  graph ``ssljax.graphs.views_graph(B, 2)``; for DINO it is the graph of
-  the official loss (each global crop's teacher output against every other
-  crop of the image; Caron et al. 2021, arXiv 2104.14294, Algorithm 1).
-
-  Raises:
-    ValueError: num_global outside [1, num_views] or batch < 1.
-  """
-  if batch < 1 or not 1 <= num_global <= num_views:
-    raise ValueError(f"crops_graph needs batch >= 1 and 1 <= num_global <= "
-                     f"num_views, got batch={batch}, num_global={num_global},"
-                     f" num_views={num_views}")
-  other_VxG = 1.0 - jnp.eye(num_views, num_global, dtype=dtype)
-  return jnp.kron(other_VxG, jnp.eye(batch, dtype=dtype))
+__all__ = ["init_memory", "FORMS", "NEEDS"]
 
 
 def _flat(x_VxBxK):
@@ -60,8 +38,9 @@ def _flat(x_VxBxK):
 
 def _graph_of(out, targets_GxBxK):
   num_views, batch, _ = out["p"].shape
-  return crops_graph(batch, num_views, targets_GxBxK.shape[0],
-                     out["p"].dtype)
+  num_global = targets_GxBxK.shape[0]
+  return losses.dino_crops_graph(batch, num_global, num_views - num_global,
+                                 dtype=out["p"].dtype)
 
 
 # --------------------------------------------------------------------- BYOL --
@@ -173,13 +152,28 @@ def nnclr_two_view(out, memory, schedule, *, temperature: float = 0.1,
                           "queue": support_queue.queue_push(q, z[0])}
 
 
+def nnclr_graph(out, memory, schedule, *, temperature: float = 0.1,
+                queue_size: int = 65536):
+  """NNCLR as InfoNCE on the 1-NN graph between each view's projections and
+  the support queue (`ssljax.losses.nnclr_graph`), symmetrised; equal to
+  `nnclr_two_view`."""
+  del queue_size
+  p, z, q = out["p"], out["z"], memory["queue"]
+  half = lambda p_, z_: losses.nnclr_graph(
+      p_, q["z"], losses.support_knn_graph(z_, q["z"], 1, dtype=p.dtype),
+      temperature=temperature)
+  loss = 0.5 * half(p[1], z[0]) + 0.5 * half(p[0], z[1])
+  return {"loss": loss}, {**memory,
+                          "queue": support_queue.queue_push(q, z[0])}
+
+
 # A method's forms, and what its train state holds.
 FORMS = {
     "byol": {"two_view": byol_two_view, "graph": byol_graph},
     "simsiam": {"two_view": simsiam_two_view, "graph": simsiam_graph},
     "mocov3": {"two_view": mocov3_two_view},
     "dino": {"multi_view": dino_multi_view, "graph": dino_graph},
-    "nnclr": {"two_view": nnclr_two_view},
+    "nnclr": {"two_view": nnclr_two_view, "graph": nnclr_graph},
 }
 NEEDS = {  # predictor head, momentum teacher, support queue, centre
     "byol": dict(predictor=True, teacher=True, queue=False, center=False),

@@ -21,7 +21,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import data, ema, methods, predictive, train
+from ssljax import ema, methods, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -34,19 +34,20 @@ def _config(method, form=None):
   config = module.get_config("smoke")
   config.model.encoder = "mlp"
   config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
+  config.views.local_size = 28  # the MLP takes one image size
   if form is not None:
     config.loss.form = form
   return config
 
 
 def _views(config, batch=16, seed=0):
-  """Ready views (V, B, 28, 28, 1) and labels, as the train step takes them;
-  local views are 14 px, so they come as a "views" dict of host crops."""
+  """Host crops ("views": global and local groups of 28 px uint8) and the
+  probe's labels, as the train step takes them."""
   rng = np.random.default_rng(seed)
   g, l = config.views.num_views, config.views.num_local_views
   views = [rng.uniform(size=(g, batch, 28, 28, 1)).astype(np.float32) * 255]
   if l:
-    views.append(rng.uniform(size=(l, batch, 14, 14, 1)).astype(np.float32)
+    views.append(rng.uniform(size=(l, batch, 28, 28, 1)).astype(np.float32)
                  * 255)
   labels = rng.integers(0, 10, batch).astype(np.int32)
   return {"views": tuple(v.astype(np.uint8) for v in views),
@@ -139,7 +140,8 @@ def test_online_probe_sends_no_gradient_into_the_encoder():
 
 @pytest.mark.parametrize("method,form", [("byol", "graph"),
                                          ("simsiam", "graph"),
-                                         ("dino", "graph")])
+                                         ("dino", "graph"),
+                                         ("nnclr", "graph")])
 def test_graph_form_equals_original_form_in_the_train_step(method, form):
   """One step of the crop-graph form gives the original form's loss and
   parameters (DINO with its local crops)."""
@@ -154,20 +156,6 @@ def test_graph_form_equals_original_form_in_the_train_step(method, form):
   for a, b in zip(jax.tree.leaves(s1.params), jax.tree.leaves(s2.params)):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4,
                                atol=1e-6)
-
-
-def test_crops_graph_is_the_two_view_graph_and_pairs_other_crops():
-  from ssljax import graphs  # pylint: disable=import-outside-toplevel
-  np.testing.assert_array_equal(predictive.crops_graph(3, 2, 2),
-                                graphs.views_graph(3, 2))
-  g = np.asarray(predictive.crops_graph(2, 4, 2))  # 2 global + 2 local
-  assert g.shape == (8, 4)
-  # Row of local view 3 of sample 1 (row 7): both global views of sample 1.
-  np.testing.assert_array_equal(g[7], [0, 1, 0, 1])
-  # Global view 0 of sample 0 (row 0) pairs only with global view 1.
-  np.testing.assert_array_equal(g[0], [0, 0, 1, 0])
-  with pytest.raises(ValueError, match="num_global"):
-    predictive.crops_graph(2, 2, 3)
 
 
 def _checkpoint_state(workdir, step):

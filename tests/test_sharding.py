@@ -67,6 +67,7 @@ CASES = (
     ("dino", "multi_view", 4, "views"),  # 2 global + 2 local crops
     ("dino", "graph", 4, "views"),
     ("nnclr", "two_view", 2, "views"),
+    ("nnclr", "graph", 2, "views"),
 )
 
 # The default suite runs four of them: the smoke CNN's BatchNorm with
@@ -74,7 +75,7 @@ CASES = (
 # whitening of sub-batches that span devices, and DINO's teacher and centre
 # over multi-crop. ``-m slow`` runs every case (NNCLR's queue among them).
 # XLA compiles are nearly the whole cost: ~7 s of CPU per case and dtype
-# here (a 1- and an 8-device program), ~300 s for all 21 cases.
+# here (a 1- and an 8-device program), ~300 s for all 22 cases.
 FAST_CASES = (CASES[0], CASES[6], CASES[12], CASES[18])
 
 # Relative tolerances on max|a − b| / max|b| within each compared group (loss

@@ -68,7 +68,6 @@ def make_network(encoder_name: str, encoder_kwargs: dict,
     raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
   encoder = ENCODERS[encoder_name](dtype=dtype, **encoder_kwargs)
   if head == "dino":
-    from ssljax.models.dino_head import DINOHead  # pylint: disable=import-outside-toplevel
     projector = DINOHead(dtype=dtype, **(head_kwargs or {}))
   else:
     projector = Projector(tuple(projector_features), dtype=dtype)
