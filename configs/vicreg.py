@@ -179,22 +179,16 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
                val_fraction=0.1,  # of the train split, for choosing L2
                max_iter=100,  # L-BFGS iterations per fit
                search_rows=20000)  # train rows used while choosing L2
-  c.evals.probe = config_dict.ConfigDict(
-      {"type": "linear_probe", "every_steps": None, **probe})
-  c.evals.knn = config_dict.ConfigDict(  # weighted k-NN, cosine
-      {"type": "knn", "every_steps": None, "k": 20, "temperature": 0.07})
-  c.evals.raw_pixel_probe = config_dict.ConfigDict(
-      {"type": "raw_pixel_probe", "every_steps": None, **probe})
-  c.evals.random_init_probe = config_dict.ConfigDict(
-      {"type": "random_init_probe", "every_steps": None, **probe})
-  c.evals.online_probe = config_dict.ConfigDict(
-      {"type": "online_probe", "every_steps": None})
+  c.evals.probe = evals_entry("linear_probe", **probe)
+  c.evals.knn = evals_entry("knn", k=20, temperature=0.07)  # weighted, cosine
+  c.evals.raw_pixel_probe = evals_entry("raw_pixel_probe", **probe)
+  c.evals.random_init_probe = evals_entry("random_init_probe", **probe)
+  c.evals.online_probe = evals_entry("online_probe")
+  c.evals.few_shot = evals_entry("few_shot")  # ridge, 1/5/10/25 per class
   # Label-free metrics and the theory diagnostic, about once an epoch (on
-  # the test features and on 512 train images' views).
+  # the test features and on eval.view_samples train images' views).
   for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
-    c.evals[name] = config_dict.ConfigDict({"type": name, "every_steps": 200})
-  c.evals.few_shot = config_dict.ConfigDict(
-      {"type": "few_shot", "every_steps": None})
+    c.evals[name] = evals_entry(name, every_steps=200)
 
   if variant == "smoke":  # a CPU-seconds run for tests
     c.dataset.train_split = "train[:512]"
@@ -222,6 +216,17 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
       c.evals[name].every_steps = 1000
   return c
+
+
+def evals_entry(kind: str, every_steps: int | None = None,
+                **options) -> config_dict.ConfigDict:
+  """One ``config.evals`` entry: evaluator ``kind`` (a module of
+  ssljax.evaluators), run every ``every_steps`` steps and after the last
+  (None: after the last only; still overridable from the command line)."""
+  entry = config_dict.ConfigDict({"type": kind, **options})
+  entry.every_steps = (config_dict.placeholder(int) if every_steps is None
+                       else every_steps)
+  return entry
 
 
 def smoke_image_folder(c: config_dict.ConfigDict, recipe: str, *,
