@@ -224,6 +224,9 @@ def loss_terms(method: str, z_VxBxK: jax.Array, *, form: str, labels=None,
   graph = dict(graph or {})
   check_method(method, form, num_views, graph.get("kind", "views"))
   spec = METHODS[method]
+  if spec.predictive:
+    raise ValueError(f"method {method!r} needs predictions and targets, not "
+                     "only the embeddings of the views; use predictive_terms")
   if form == "two_view":
     return spec.two_view(z_VxBxK[0], z_VxBxK[1], **hparams)
   if form == "multi_view":

@@ -84,7 +84,9 @@ def test_loss_terms_dispatch_matches_library():
 
 
 @pytest.mark.parametrize("method, form, views, kind, match", [
-    ("byol", "two_view", 2, "views", "unknown method"),
+    ("swav", "two_view", 2, "views", "unknown method"),
+    ("mocov3", "graph", 2, "views", "no 'graph' form"),
+    ("byol", "graph", 2, "supervised", "not available for it"),
     ("vicreg", "pairs", 2, "views", "unknown loss form"),
     ("vicreg", "two_view", 3, "views", "num_views=2"),
     ("vicreg", "two_view", 2, "supervised", "needs loss form 'graph'"),

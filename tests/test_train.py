@@ -54,13 +54,21 @@ def test_main_writes_results_metrics_and_checkpoints(fmnist_data_dir, tmp_path):
   # The phase timings are disjoint parts of the run: they add up to at most
   # its wall time.
   phases = results["seconds"]
-  assert set(phases) == {"setup", "train_steps", "checkpoint_save", "features",
-                         "probe", "knn", "baselines"}
+  evals = {f"eval/{name}" for name in ("probe", "knn", "raw_pixel_probe",
+                                       "random_init_probe", "online_probe",
+                                       "few_shot", "rankme", "alpha_req",
+                                       "lidar", "spectrum", "theory")}
+  assert set(phases) == {"setup", "train_steps", "checkpoint_save"} | evals
   assert all(v >= 0 for v in phases.values())
   assert sum(phases.values()) <= results["wall_seconds"]
+  # Every evaluator's final values are in results.json; the label-free
+  # ones ran at step 3 too (smoke: every 3 steps), in their own line.
   lines = [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]
-  assert [l["step"] for l in lines] == [2, 4, 6]
-  assert all(np.isfinite(l["loss"]) for l in lines)
+  assert [l["step"] for l in lines] == [2, 3, 4, 6, 6]
+  assert all(np.isfinite(l["loss"]) for l in lines if "loss" in l)
+  assert "rankme/rankme" in lines[1] and "rankme/rankme" in lines[4]
+  assert "probe/test_accuracy" in lines[4] and "loss" not in lines[4]
+  assert (workdir / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert sorted(os.listdir(workdir / "checkpoints")) == ["3", "6"]
   assert os.listdir(workdir / "tensorboard")
 
@@ -104,10 +112,15 @@ def test_resume_equals_uninterrupted_run_and_same_seed_same_numbers(
     np.testing.assert_array_equal(x, y)
   # metrics.jsonl of the resumed run has each step once.
   steps = [json.loads(l)["step"] for l in open(tmp_path / "c" / "metrics.jsonl")]
-  assert steps == [2, 4, 6]
+  assert steps == [2, 3, 4, 6, 6]  # step 3: the periodic evaluators
   # A finished run rerun with its workdir resumes at the end: no extra steps.
   again = train.train_and_evaluate(config, str(tmp_path / "a"))
   assert again["resumed_from_step"] == 6 and again["probe_test_accuracy"] == first["probe_test_accuracy"]
+  # ... and its final evaluators replace their line instead of adding one.
+  lines = [json.loads(l) for l in open(tmp_path / "a" / "metrics.jsonl")]
+  assert [l["step"] for l in lines] == [2, 3, 4, 6, 6]
+  pairs = [(l["step"], k) for l in lines for k in l if k != "step"]
+  assert len(pairs) == len(set(pairs))
 
 
 def test_unknown_config_key_is_an_error(tmp_path):
