@@ -135,12 +135,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.teacher.momentum = 0.996
   c.teacher.final_momentum = 1.0
 
-  # Online linear probe: a classifier on the stop-gradient representation of
-  # view 0, trained in the train step by its own AdamW (labels reach only
-  # it); evals.online_probe scores it on the test split.
+  # Online linear probe: a classifier on the stop-gradient, standardised
+  # representation of view 0, trained in the train step by its own AdamW
+  # (labels reach only it); evals.online_probe scores it on the test split.
   c.online_probe = config_dict.ConfigDict()
   c.online_probe.enabled = True
-  c.online_probe.learning_rate = 1e-3
+  c.online_probe.learning_rate = 1e-2
   c.online_probe.weight_decay = 0.0
 
   c.batch_size = 256  # global batch of samples (each with V views)

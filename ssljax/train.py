@@ -57,9 +57,15 @@ def _forward(apply_fn, params, batch_stats, views):
 
 
 def _online_probe(state, h_BxD, labels, probe_tx):
-  """One step of the online linear probe on stop-gradient features h;
-  labels −1 are left out. Returns (new probe, metrics)."""
+  """One step of the online linear probe on stop-gradient features h,
+  standardised by the batch's statistics (a BatchNorm without affine
+  parameters, whose running statistics the evaluator uses); labels −1 are
+  left out. Returns (new probe, metrics)."""
   h_BxD = jax.lax.stop_gradient(h_BxD).astype(jnp.float32)
+  mean, var = jnp.mean(h_BxD, 0), jnp.var(h_BxD, 0)
+  h_BxD = (h_BxD - mean) * jax.lax.rsqrt(var + 1e-5)
+  stats = jax.tree.map(lambda old, new: 0.9 * old + 0.1 * new,
+                       state.probe["stats"], {"mean": mean, "var": var})
   known = labels >= 0
 
   def loss_fn(params):
@@ -74,7 +80,7 @@ def _online_probe(state, h_BxD, labels, probe_tx):
   (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
   updates, opt_state = probe_tx.update(grads, state.probe["opt_state"], params)
   return ({"params": optax.apply_updates(params, updates),
-           "opt_state": opt_state},
+           "opt_state": opt_state, "stats": stats},
           {"online_probe_loss": loss, "online_probe_train_accuracy": accuracy})
 
 

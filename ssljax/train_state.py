@@ -31,7 +31,8 @@ class TrainState(train_state.TrainState):
     memory: the method's memory (`ssljax.predictive`: NNCLR's support queue
       {"z", "ptr"}, DINO's centre), or {}.
     probe: the online linear probe {"params": {"kernel" (D, C), "bias"
-      (C,)}, "opt_state"}, or {}.
+      (C,)}, "opt_state", "stats": running {"mean" (D,), "var" (D,)} of
+      the representation}, or {}.
   """
   batch_stats: Any
   teacher: Any = flax.struct.field(default_factory=dict)
@@ -116,7 +117,9 @@ def create_train_state(network, tx, key, image_shape, *,
     dim = out[0].shape[-1]
     probe_params = {"kernel": jnp.zeros((dim, num_classes), jnp.float32),
                     "bias": jnp.zeros((num_classes,), jnp.float32)}
-    probe = {"params": probe_params, "opt_state": probe_tx.init(probe_params)}
+    probe = {"params": probe_params, "opt_state": probe_tx.init(probe_params),
+             "stats": {"mean": jnp.zeros((dim,), jnp.float32),
+                       "var": jnp.ones((dim,), jnp.float32)}}
   return TrainState.create(apply_fn=network.apply, params=params,
                            batch_stats=batch_stats, tx=tx, teacher=teacher,
                            memory=memory, probe=probe)

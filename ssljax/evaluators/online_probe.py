@@ -2,8 +2,10 @@
 
 The train step fits a linear classifier ``state.probe["params"]`` =
 {"kernel": (D, C), "bias": (C,)} on stop-gradient representations of the
-*augmented* training views, one optimiser step per train step, so it costs
-no extra pass over the data. This evaluator applies it, unchanged, to the
+*augmented* training views, standardised like a BatchNorm without affine
+parameters (batch statistics in training, running ``state.probe["stats"]``
+{"mean", "var"} here), one optimiser step per train step, so it costs no
+extra pass over the data. This evaluator applies it, unchanged, to the
 centre-crop representations ``ctx.features(state, "test")`` (and "train").
 It is a cheap running estimate and differs from the offline probe
 (`ssljax.evaluators.linear_probe`), which refits to convergence on fixed,
@@ -22,12 +24,20 @@ from ssljax.evaluators import base
 __all__ = ["Evaluator", "accuracy"]
 
 
-def accuracy(params: dict, features: np.ndarray, labels: np.ndarray) -> float:
-  """Fraction of rows whose argmax of ``features @ kernel + bias`` is the label.
+# Added to the variance before the square root (as in the train step).
+STATS_EPS = 1e-5
+
+
+def accuracy(params: dict, features: np.ndarray, labels: np.ndarray,
+             stats: dict | None = None) -> float:
+  """Fraction of rows whose argmax of ``x @ kernel + bias`` is the label,
+  x = (features − mean) / √(var + 1e-5) with the probe's running ``stats``
+  (x = features when None).
 
   Args:
     params: {"kernel": (D, C), "bias": (C,)}.
     features: float (N, D); labels: int (N,).
+    stats: {"mean": (D,), "var": (D,)} or None.
 
   Raises:
     ValueError: the kernel does not match D.
@@ -37,7 +47,12 @@ def accuracy(params: dict, features: np.ndarray, labels: np.ndarray) -> float:
   if kernel.ndim != 2 or kernel.shape[0] != features.shape[1]:
     raise ValueError(f"online probe kernel {kernel.shape} does not match "
                      f"features {features.shape}")
-  logits = np.asarray(features, np.float32) @ kernel + bias
+  x = np.asarray(features, np.float32)
+  if stats:
+    mean = np.asarray(jax.device_get(stats["mean"]), np.float32)
+    var = np.asarray(jax.device_get(stats["var"]), np.float32)
+    x = (x - mean) / np.sqrt(var + STATS_EPS)
+  logits = x @ kernel + bias
   return float(np.mean(np.argmax(logits, -1) == np.asarray(labels)))
 
 
@@ -54,4 +69,5 @@ class Evaluator(base.Evaluator):
       return
     for split in ("test", "train"):
       x, y = self.ctx.features(state, split)
-      yield f"{self.name}/{split}_accuracy", accuracy(probe["params"], x, y)
+      yield f"{self.name}/{split}_accuracy", accuracy(
+          probe["params"], x, y, probe.get("stats"))
