@@ -56,13 +56,12 @@ def test_main_writes_results_metrics_and_checkpoints(fmnist_data_dir, tmp_path):
   phases = results["seconds"]
   evals = {f"eval/{name}" for name in ("probe", "knn", "raw_pixel_probe",
                                        "random_init_probe", "online_probe",
-                                       "few_shot", "rankme", "alpha_req",
-                                       "lidar", "spectrum", "theory")}
+                                       "rankme")}
   assert set(phases) == {"setup", "train_steps", "checkpoint_save"} | evals
   assert all(v >= 0 for v in phases.values())
   assert sum(phases.values()) <= results["wall_seconds"]
-  # Every evaluator's final values are in results.json; the label-free
-  # ones ran at step 3 too (smoke: every 3 steps), in their own line.
+  # Every evaluator's final values are in results.json; RankMe ran at step
+  # 3 too (smoke: every 3 steps), in its own line.
   lines = [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert [l["step"] for l in lines] == [2, 3, 4, 6, 6]
   assert all(np.isfinite(l["loss"]) for l in lines if "loss" in l)
@@ -71,6 +70,38 @@ def test_main_writes_results_metrics_and_checkpoints(fmnist_data_dir, tmp_path):
   assert (workdir / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert sorted(os.listdir(workdir / "checkpoints")) == ["3", "6"]
   assert os.listdir(workdir / "tensorboard")
+
+
+def test_every_default_evaluator_runs_at_its_steps(fmnist_data_dir, tmp_path):
+  """The main job's evaluators (and fine-tuning) on the smoke run: each
+  yields its metrics after the last step, the periodic ones also at step 3,
+  and report.png draws them."""
+  config = _smoke_config(fmnist_data_dir)
+  config.evals = vicreg_config.get_config().evals
+  config.evals.probe.max_iter = 20
+  config.evals.few_shot.shots = (1, 5)
+  config.evals.fine_tune = vicreg_config.evals_entry(
+      "fine_tune", fractions=(0.1,), steps=5, batch_size=32)
+  for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
+    config.evals[name].every_steps = 3
+  results = train.train_and_evaluate(config, str(tmp_path))
+  evals = results["evals"]
+  for key in ("probe/test_accuracy", "knn/test_accuracy",
+              "online_probe/test_accuracy", "few_shot/5shot",
+              "rankme/rankme", "alpha_req/alpha_req", "lidar/lidar",
+              "spectrum/top_fraction", "theory/gram_gap",
+              "theory/top_eigenspace_fraction", "fine_tune/10pct_test_accuracy"):
+    assert key in evals, key
+  assert 0.0 <= evals["fine_tune/10pct_test_accuracy"] <= 1.0
+  # RankMe of a K-column embedding lies in [1, K]; the spectrum is sorted.
+  assert 1.0 <= evals["rankme/rankme_z"] <= config.model.projector[-1]
+  eig = evals["spectrum/eigenvalues_z"]
+  assert eig == sorted(eig, reverse=True)
+  lines = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
+  at3 = [l for l in lines if l["step"] == 3]
+  assert len(at3) == 1 and "lidar/lidar" in at3[0] and "loss" not in at3[0]
+  assert "probe/test_accuracy" not in at3[0]
+  assert os.path.getsize(tmp_path / "report.png") > 10_000
 
 
 def test_checkpoint_restores_the_saved_state_exactly(fmnist_data_dir, tmp_path):
