@@ -189,3 +189,35 @@ def test_resume_with_teacher_queue_and_centre_equals_uninterrupted_run(
   assert resumed["probe_test_accuracy"] == first["probe_test_accuracy"]
   steps = [json.loads(l)["step"] for l in open(tmp_path / "c" / "metrics.jsonl")]
   assert steps == [2, 4, 6, 6]  # the last line: the final evaluators
+
+
+def test_online_probe_reaches_the_offline_probe_on_a_frozen_encoder(
+    fmnist_data_dir, tmp_path):
+  """With the encoder frozen (learning rate ~0) and no augmentation, the
+  online probe (300 steps of AdamW on standardised features, batch
+  statistics: 37 passes over the 512 images) and the offline L-BFGS probe
+  read the same representation of the same images: the online one must
+  come within 0.05 of the offline test accuracy (measured: 0.6914 both;
+  after 100 steps 0.609 against 0.688, still fitting). With the default
+  views the online probe also pays for the gap between augmented train
+  views and clean test images."""
+  from configs import vicreg  # pylint: disable=import-outside-toplevel
+  config = vicreg.get_config("smoke")
+  config.dataset.data_dir = fmnist_data_dir
+  config.model.encoder = "mlp"
+  config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (64,)})
+  config.optim.learning_rate = 1e-12  # the encoder stays at its init
+  config.views.crop = "none"
+  for op in ("flip_prob", "jitter_prob", "erase_prob"):
+    config.views[op] = 0.0
+  config.num_steps = 300
+  config.checkpoint_every_steps = 300
+  config.log_every_steps = 50
+  config.eval.baselines = False
+  for name in list(config.evals.keys()):
+    if name not in ("probe", "online_probe"):
+      del config.evals[name]
+  results = train.train_and_evaluate(config, str(tmp_path))
+  online, offline = (results["online_probe_test_accuracy"],
+                     results["probe_test_accuracy"])
+  assert online >= offline - 0.05, (online, offline)
