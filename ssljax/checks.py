@@ -26,7 +26,7 @@ __all__ = [
     "is_concrete", "as_float", "as_int", "as_positive_int",
     "check_positive_int", "check_finite", "check_matrix", "check_embeddings",
     "check_nonempty_matrix", "check_same_shape", "check_two_views",
-    "check_nonnegative", "check_positive", "unit_rows",
+    "check_nonnegative", "check_positive", "unit_rows", "float_pair",
 ]
 
 
@@ -298,3 +298,19 @@ def check_two_views(z1, z2) -> tuple[jax.Array, jax.Array]:
   for z, name in ((z1_NxK, "z1"), (z2_NxK, "z2")):
     check_embeddings(z, name)
   return z1_NxK, z2_NxK
+
+
+def float_pair(a, b, name_a: str, name_b: str):
+  """Two (N, K) float arrays of one shape, cast to their common dtype.
+
+  Raises:
+    ValueError: either is not a 2-D float-castable array, or their shapes
+      differ (the message names both arguments).
+  """
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  a_NxK, b_NxK = as_float(a), as_float(b)
+  check_matrix(a_NxK, name_a)
+  check_same_shape(a_NxK, b_NxK, name_a, name_b)
+  check_matrix(b_NxK, name_b)
+  dtype = jnp.result_type(a_NxK, b_NxK)
+  return a_NxK.astype(dtype), b_NxK.astype(dtype)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from ssljax.graphs._core import is_bcoo
 
 __all__ = ["as_graph", "graph_matmul", "graph_quadratic", "graph_sq_norm",
-           "EDGE_CHUNK"]
+           "edge_arrays", "total_weight", "EDGE_CHUNK"]
 
 # Edges per chunk of the BCOO quadratic form: the two gathered (chunk, K) row
 # blocks stay ~0.5 GB at K = 64 in float32, whatever nnz is.
@@ -129,3 +129,19 @@ def graph_sq_norm(g, dtype) -> jax.Array:
     stored = jnp.all(g.indices < jnp.array(g.shape), axis=1)  # not padding
     return jnp.sum(jnp.where(stored, g.data, 0)**2)
   return jnp.sum(g**2)
+
+
+def edge_arrays(g):
+  """(rows (E,), cols (E,), weights (E,)) of a BCOO graph of any shape
+  (N, M); padding entries (an index equal to the size) get weight 0 and
+  in-range indices, so gathers and scatters stay in bounds."""
+  (n, m), rows_E, cols_E = g.shape, g.indices[:, 0], g.indices[:, 1]
+  keep_E = (rows_E < n) & (cols_E < m)
+  return (jnp.clip(rows_E, 0, n - 1), jnp.clip(cols_E, 0, m - 1),
+          jnp.where(keep_E, g.data, 0))
+
+
+@jax.jit
+def total_weight(g) -> jax.Array:
+  """Σ_ij G_ij of a dense or BCOO graph of any shape (padding excluded)."""
+  return jnp.sum(edge_arrays(g)[2] if is_bcoo(g) else g)

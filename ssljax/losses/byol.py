@@ -40,16 +40,6 @@ _NORM_FLOOR = 1e-12
 # ---------------------------------------------------------------------------
 
 
-def _as_pair(a, b, name_a: str, name_b: str):
-  """Two (N, K) float arrays of one shape, cast to their common dtype."""
-  a_NxK, b_NxK = checks.as_float(a), checks.as_float(b)
-  checks.check_matrix(a_NxK, name_a)
-  checks.check_same_shape(a_NxK, b_NxK, name_a, name_b)
-  checks.check_matrix(b_NxK, name_b)
-  dtype = jnp.result_type(a_NxK, b_NxK)
-  return a_NxK.astype(dtype), b_NxK.astype(dtype)
-
-
 @jax.jit
 def _mean_row_cosine(p_NxK, z_NxK):
   """mean_i cos(p_i, sg(z_i)), with floored norms."""
@@ -206,7 +196,7 @@ def byol(p_online: jax.typing.ArrayLike,
     >>> round(float(byol(p, z)), 4)
     0.2929
   """
-  p_NxK, z_NxK = _as_pair(p_online, z_target, "p_online", "z_target")
+  p_NxK, z_NxK = checks.float_pair(p_online, z_target, "p_online", "z_target")
   return 2.0 - 2.0 * _mean_row_cosine(p_NxK, z_NxK)
 
 
@@ -248,8 +238,8 @@ def byol_two_view(
     >>> round(float(byol_two_view(p, p, p, -p)), 4)
     4.0
   """
-  p1_BxK, z2_BxK = _as_pair(p1, z2_t, "p1", "z2_t")
-  p2_BxK, z1_BxK = _as_pair(p2, z1_t, "p2", "z1_t")
+  p1_BxK, z2_BxK = checks.float_pair(p1, z2_t, "p1", "z2_t")
+  p2_BxK, z1_BxK = checks.float_pair(p2, z1_t, "p2", "z1_t")
   checks.check_same_shape(p1_BxK, p2_BxK, "p1", "p2")
   return ((2.0 - 2.0 * _mean_row_cosine(p1_BxK, z2_BxK))
           + (2.0 - 2.0 * _mean_row_cosine(p2_BxK, z1_BxK)))

@@ -410,25 +410,12 @@ def dino_graph(
   g = g if graphs.is_bcoo(g) else jnp.asarray(g)
   if checks.is_concrete(g):
     with jax.ensure_compile_time_eval():  # also when called while tracing
-      total = float(_total_weight(g))
+      total = float(graphs.total_weight(g))
     if not total > 0:
       raise ValueError(f"g must have a positive total weight Σ G_ij (the"
                        f" loss divides by it), got {total:.6g}")
   return _dino_graph_core(s_NxK, t_MxK, c_K, g, student_temperature,
                           teacher_temperature)
-
-
-def _edges(g):
-  """(rows, cols, weights) of a BCOO; padding entries get weight 0."""
-  (n, m), rows_E, cols_E = g.shape, g.indices[:, 0], g.indices[:, 1]
-  keep_E = (rows_E < n) & (cols_E < m)
-  return (jnp.clip(rows_E, 0, n - 1), jnp.clip(cols_E, 0, m - 1),
-          jnp.where(keep_E, g.data, 0))
-
-
-@jax.jit
-def _total_weight(g):
-  return jnp.sum(_edges(g)[2] if graphs.is_bcoo(g) else g)
 
 
 @jax.jit
@@ -438,7 +425,7 @@ def _dino_graph_core(s_NxK, t_MxK, c_K, g, tau_s, tau_t):
   log_ps_NxK, pt_MxK, _ = _probabilities(s_NxK, t_MxK, c_K, tau_s, tau_t,
                                          dtype)
   if graphs.is_bcoo(g):  # sum over the stored entries: O(nnz·K)
-    rows_E, cols_E, w_E = _edges(g)
+    rows_E, cols_E, w_E = graphs.edge_arrays(g)
     w_E = w_E.astype(dtype)
     gpt_NxK = jax.ops.segment_sum(w_E[:, None] * pt_MxK[cols_E], rows_E,
                                   num_segments=s_NxK.shape[0])

@@ -36,16 +36,6 @@ __all__ = ["mocov3", "mocov3_two_view", "mocov3_graph"]
 _NORM_FLOOR = 1e-12
 
 
-def _as_pair(a, b, name_a: str, name_b: str):
-  """Two (N, K) float arrays of one shape, cast to their common dtype."""
-  a_NxK, b_NxK = checks.as_float(a), checks.as_float(b)
-  checks.check_matrix(a_NxK, name_a)
-  checks.check_same_shape(a_NxK, b_NxK, name_a, name_b)
-  checks.check_matrix(b_NxK, name_b)
-  dtype = jnp.result_type(a_NxK, b_NxK)
-  return a_NxK.astype(dtype), b_NxK.astype(dtype)
-
-
 def _log_softmax_logits(q_NxK, k_MxK, temperature):
   """(N, M) log softmax over the keys of q̂ sg(k̂)ᵀ/τ."""
   inv_tau = 1.0 / jnp.asarray(temperature, q_NxK.dtype)
@@ -99,7 +89,7 @@ def mocov3(q: jax.typing.ArrayLike, k: jax.typing.ArrayLike, *,
     >>> round(float(mocov3(q, q, temperature=1.0)), 4)
     0.6265
   """
-  q_BxK, k_BxK = _as_pair(q, k, "q", "k")
+  q_BxK, k_BxK = checks.float_pair(q, k, "q", "k")
   checks.check_positive(temperature, "temperature")
   return _ctr(q_BxK, k_BxK, temperature)
 
@@ -138,8 +128,8 @@ def mocov3_two_view(
     >>> round(float(mocov3_two_view(q, q, q, q, temperature=1.0)), 4)
     1.253
   """
-  q1_BxK, k2_BxK = _as_pair(q1, k2, "q1", "k2")
-  q2_BxK, k1_BxK = _as_pair(q2, k1, "q2", "k1")
+  q1_BxK, k2_BxK = checks.float_pair(q1, k2, "q1", "k2")
+  q2_BxK, k1_BxK = checks.float_pair(q2, k1, "q2", "k1")
   checks.check_same_shape(q1_BxK, q2_BxK, "q1", "q2")
   checks.check_positive(temperature, "temperature")
   return (_ctr(q1_BxK, k2_BxK, temperature)

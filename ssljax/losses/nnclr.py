@@ -353,26 +353,13 @@ def nnclr_graph(
   g = g if graphs.is_bcoo(g) else jnp.asarray(g)
   if checks.is_concrete(g):
     with jax.ensure_compile_time_eval():  # also when called while tracing
-      total = float(_total_weight(g))
+      total = float(graphs.total_weight(g))
     if not total > 0:
       raise ValueError(f"g must have a positive total weight Σ G_iq (the"
                        f" loss divides by it), got {total:.6g}")
   if graphs.is_bcoo(g):
     return _nnclr_bcoo_core(p_BxK, q_QxK, g, temperature)
   return _nnclr_dense_core(p_BxK, q_QxK, g, temperature)
-
-
-def _edges(g):
-  """(rows, cols, weights) of a BCOO; padding entries get weight 0."""
-  (b, q), rows_E, cols_E = g.shape, g.indices[:, 0], g.indices[:, 1]
-  keep_E = (rows_E < b) & (cols_E < q)
-  return (jnp.clip(rows_E, 0, b - 1), jnp.clip(cols_E, 0, q - 1),
-          jnp.where(keep_E, g.data, 0))
-
-
-@jax.jit
-def _total_weight(g):
-  return jnp.sum(_edges(g)[2] if graphs.is_bcoo(g) else g)
 
 
 @jax.jit
@@ -395,7 +382,7 @@ def _nnclr_bcoo_core(p_BxK, q_QxK, g, temperature):
   """Sums over the stored edges: an (nnz, B) logits block."""
   dtype = jnp.result_type(p_BxK, q_QxK)
   inv_tau = 1.0 / jnp.asarray(temperature, dtype)
-  rows_E, cols_E, w_E = _edges(g)
+  rows_E, cols_E, w_E = graphs.edge_arrays(g)
   w_E = w_E.astype(dtype)
   anchors_ExK = jax.lax.stop_gradient(q_QxK[cols_E]).astype(dtype)
   h_E = _infonce_rows(anchors_ExK, p_BxK.astype(dtype), rows_E, inv_tau)

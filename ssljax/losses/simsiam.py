@@ -29,16 +29,6 @@ __all__ = ["simsiam", "simsiam_two_view", "simsiam_graph"]
 _NORM_FLOOR = 1e-12
 
 
-def _as_pair(a, b, name_a: str, name_b: str):
-  """Two (N, K) float arrays of one shape, cast to their common dtype."""
-  a_NxK, b_NxK = checks.as_float(a), checks.as_float(b)
-  checks.check_matrix(a_NxK, name_a)
-  checks.check_same_shape(a_NxK, b_NxK, name_a, name_b)
-  checks.check_matrix(b_NxK, name_b)
-  dtype = jnp.result_type(a_NxK, b_NxK)
-  return a_NxK.astype(dtype), b_NxK.astype(dtype)
-
-
 @jax.jit
 def _negative_cosine(p_NxK, z_NxK):
   """D(p, z) = −mean_i cos(p_i, sg(z_i)), with floored norms."""
@@ -77,7 +67,7 @@ def simsiam(p: jax.typing.ArrayLike, z: jax.typing.ArrayLike) -> jax.Array:
     >>> round(float(simsiam(p, z)), 4)
     -0.8536
   """
-  p_NxK, z_NxK = _as_pair(p, z, "p", "z")
+  p_NxK, z_NxK = checks.float_pair(p, z, "p", "z")
   return _negative_cosine(p_NxK, z_NxK)
 
 
@@ -113,8 +103,8 @@ def simsiam_two_view(
     >>> round(float(simsiam_two_view(p, p, p, -p)), 4)
     0.0
   """
-  p1_BxK, z2_BxK = _as_pair(p1, z2, "p1", "z2")
-  p2_BxK, z1_BxK = _as_pair(p2, z1, "p2", "z1")
+  p1_BxK, z2_BxK = checks.float_pair(p1, z2, "p1", "z2")
+  p2_BxK, z1_BxK = checks.float_pair(p2, z1, "p2", "z1")
   checks.check_same_shape(p1_BxK, p2_BxK, "p1", "p2")
   return 0.5 * (_negative_cosine(p1_BxK, z2_BxK)
                 + _negative_cosine(p2_BxK, z1_BxK))
