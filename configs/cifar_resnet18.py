@@ -7,14 +7,18 @@ The argument is "method,dataset[,variant...]": method in METHODS, dataset in
 DATASETS, variant words "smoke" (about a minute on a CPU: a small generated
 RGB image folder, tiny widths, 3 steps, same code path) and "multicrop" (2
 global crops of 32 px + 4 local crops of 16 px, for methods with a V-view
-loss form). No argument means "vicreg,cifar10". Examples:
+loss form: MULTICROP_METHODS). No argument means "vicreg,cifar10". The
+predictive methods (byol, simsiam, mocov3, dino, nnclr) take their heads,
+teacher, loss and optimiser from configs/_solo_learn_predictive.py.
+Examples:
 ``configs/cifar_resnet18.py:barlow_twins,cifar100``,
 ``configs/cifar_resnet18.py:vicreg,cifar10,multicrop,smoke``.
 
 Source of every value: solo-learn (da Costa et al. 2022, JMLR, arXiv
 2108.01775), github.com/vturrisi/solo-learn at the stored snapshot, files
-scripts/pretrain/cifar/{vicreg,barlow,simclr,wmse}.yaml and
-scripts/pretrain/cifar/augmentations/{asymmetric,symmetric}.yaml, plus the
+scripts/pretrain/cifar/{vicreg,barlow,simclr,wmse,byol,simsiam,mocov3,dino,
+nnclr}.yaml and scripts/pretrain/cifar/augmentations/{asymmetric,symmetric,
+symmetric_weak}.yaml, plus the
 defaults filled in by solo/methods/base.py and solo/args/pretrain.py. Paths
 in the comments below are relative to that repository.
 
@@ -44,14 +48,17 @@ Where this library differs from solo-learn (said again next to the field):
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_predictive as predictive
 from configs import vicreg
 
-METHODS = ("vicreg", "barlow_twins", "simclr", "wmse")
+METHODS = ("vicreg", "barlow_twins", "simclr", "wmse") + predictive.METHODS
 DATASETS = ("cifar10", "cifar100")
 VARIANT_WORDS = ("smoke", "multicrop")
 # Methods whose loss accepts V > 2 views (ssljax.methods.METHODS: the
-# "graph" form takes the V-view graph; W-MSE only has "two_view").
-MULTICROP_METHODS = ("vicreg", "barlow_twins", "simclr")
+# "graph" form takes the V-view graph, DINO's "multi_view" its own pairing;
+# W-MSE, MoCo v3 and NNCLR only have "two_view" for V > 2).
+MULTICROP_METHODS = ("vicreg", "barlow_twins", "simclr") + (
+    predictive.MULTICROP_METHODS)
 
 
 def parse_arg(arg: str | None) -> tuple[str, str, frozenset]:
@@ -149,6 +156,21 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     v.brightness, v.contrast = 0.8, 0.8  # color_jitter 0.8/0.8/0.8/0.2
     v.saturation, v.hue = 0.8, 0.2
     v.solarize_prob = 0.0  # solarization.prob 0.0
+  elif method in predictive.CIFAR_SYMMETRIC_WEAK:
+    # simsiam.yaml -> augmentations/symmetric_weak.yaml (2 identical crops)
+    v.crop_scale = (0.08, 1.0)  # rrc.crop_min_scale 0.08
+    v.brightness, v.contrast = 0.4, 0.4  # color_jitter 0.4/0.4/0.4/0.1
+    v.saturation, v.hue = 0.4, 0.1
+    v.blur_prob = 0.5  # gaussian_blur.prob 0.5
+    v.solarize_prob = 0.0  # solarization.prob 0.0
+  else:
+    # {byol,mocov3,dino,nnclr}.yaml -> augmentations/asymmetric.yaml, the
+    # same views as Barlow Twins above (2 crops, no local crops: DINO's
+    # CIFAR recipe has num_small_crops 0).
+    v.crop_scale = (0.08, 1.0)  # rrc.crop_min_scale 0.08
+    v.brightness, v.contrast = 0.4, 0.4
+    v.saturation, v.hue = 0.2, 0.1
+    _set_per_view(v, "solarize_prob", (0.0, 0.2))  # first crop 0.0, second 0.2
 
   # -------------------------------------------------------------- model --
   c.model.encoder = "resnet18"  # backbone.name: resnet18
@@ -188,6 +210,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.loss.eps = 0.0  # whitening_eps default 0.0 (solo/methods/wmse.py)
     c.loss.whitening_size = 128  # method_kwargs.whitening_size
     # whitening_iters default 1 (solo/methods/wmse.py): one pass, as ours.
+  else:
+    predictive.set_method(c, method, "cifar")
 
   # ---------------------------------------------------------------- optim --
   c.batch_size = 256  # optimizer.batch_size 256 on devices: [0]
@@ -195,7 +219,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default 10 (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0 (base.py)
   c.optim.momentum = 0.9  # LARS momentum default 0.9 (solo/args/pretrain.py)
-  if method == "wmse":
+  if method in predictive.METHODS:
+    pass  # optimiser set by predictive.set_method: {method}.yaml optimizer.*
+  elif method == "wmse":
     # wmse.yaml: optimizer adam, lr 2e-3, weight_decay 1e-6 (torch Adam adds
     # wd·p to the gradient; ours is AdamW's decoupled decay on kernels only).
     c.optim.name = "adamw"
@@ -219,13 +245,16 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # default). The two-view losses need V = 2, so the loss switches to the
     # "graph" form over the V-view graph (ssljax.methods: form "graph"
     # accepts any V >= 2; for V = 2 VICReg/SimCLR graph forms are the
-    # papers' losses up to their normalisation).
+    # papers' losses up to their normalisation). DINO keeps "multi_view":
+    # the teacher sees the 2 global crops, the student all 6 (Caron et al.).
     v.num_local_views = 4
     v.local_size = 16
     v.local_crop_scale = (0.05, 0.4)
-    c.loss.form = "graph"
-    if method == "barlow_twins":
-      # Local crops get the first (unsolarized) crop's ops: V = 6 values.
+    if method != "dino":
+      c.loss.form = "graph"
+    if not isinstance(v.solarize_prob, float):
+      # Asymmetric views: local crops get the first (unsolarized) crop's
+      # ops, V = 6 values.
       _set_per_view(v, "solarize_prob", (0.0, 0.2, 0.0, 0.0, 0.0, 0.0))
 
   # ---------------------------------------------------------------- eval --
@@ -240,5 +269,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     if method == "wmse":
       c.model.projector = (32, 8)
       c.loss.whitening_size = 16  # > K = 8 rows per whitened sub-batch
+    if method in predictive.METHODS:
+      predictive.set_smoke(c, method)
     c.eval.baselines = False
   return c

@@ -3,11 +3,15 @@
     python -m ssljax.main --config configs/imagenet100_resnet18.py:vicreg \\
         --config.dataset.data_dir=/data/imagenet100 --workdir runs/in100_vicreg
 
-The argument is "method[,variant...]": method "vicreg" or "barlow_twins";
-variant words "asymmetric" (VICReg with the asymmetric BYOL-style views of
-Barlow Twins, see below) and "smoke" (about a minute on a CPU on a small
-generated RGB image folder, 64 px views, tiny widths, 3 steps, same code
-path). No argument means "vicreg".
+The argument is "method[,variant...]": method in METHODS ("vicreg",
+"barlow_twins", and the predictive "byol", "simsiam", "mocov3", "dino",
+"nnclr", whose heads, teacher, loss and optimiser come from
+configs/_solo_learn_predictive.py); variant words "asymmetric" (VICReg
+with the asymmetric BYOL-style views of Barlow Twins, see below) and
+"smoke" (about a minute on a CPU on a small generated RGB image folder, 64
+px views, tiny widths, 3 steps, same code path). No argument means
+"vicreg". Predictive methods: the library differences of their heads and
+SimSiam's optimiser are listed in configs/_solo_learn_predictive.py.
 
 Data: tfds has no ImageNet-100, so the split is read from an image folder
 (``dataset.name = "image_folder"``). Set ``dataset.data_dir`` (None here: a
@@ -24,8 +28,10 @@ folders (images are decoded on the fly by the host threads).
 
 Sources (github.com/vturrisi/solo-learn, stored snapshot; da Costa et al.
 2022, arXiv 2108.01775): scripts/pretrain/imagenet-100/vicreg.yaml with
-augmentations/vicreg.yaml, barlow.yaml with augmentations/asymmetric.yaml,
-and the defaults of solo/methods/base.py and solo/args/pretrain.py. Note:
+augmentations/vicreg.yaml, {barlow,byol,simsiam,mocov3,dino,nnclr}.yaml with
+augmentations/asymmetric.yaml (all of them: on ImageNet-100 SimSiam uses the
+asymmetric views too, and DINO 2 crops, no local ones), and the defaults
+of solo/methods/base.py and solo/args/pretrain.py. Note:
 solo-learn's ImageNet-100 VICReg recipe uses its symmetric vicreg.yaml views
 (blur 0.5 and solarization 0.1 on both crops, min scale 0.2), not the
 asymmetric BYOL-style views; those are Barlow Twins' recipe and the
@@ -37,9 +43,10 @@ Barlow's scale_loss) are those listed in configs/cifar_resnet18.py.
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_predictive as predictive
 from configs import vicreg
 
-METHODS = ("vicreg", "barlow_twins")
+METHODS = ("vicreg", "barlow_twins") + predictive.METHODS
 VARIANT_WORDS = ("asymmetric", "smoke")
 
 
@@ -54,7 +61,7 @@ def parse_arg(arg: str | None) -> tuple[str, frozenset]:
                      f"{sorted(words - set(VARIANT_WORDS))}; expected any of "
                      f"{VARIANT_WORDS}")
   if "asymmetric" in words and method != "vicreg":
-    raise ValueError("'asymmetric' applies to vicreg (barlow_twins already "
+    raise ValueError(f"'asymmetric' applies to vicreg ({method} already "
                      "uses the asymmetric views)")
   return method, words
 
@@ -63,8 +70,8 @@ def all_args() -> list[str]:
   """Every valid config argument (for tests and the docs)."""
   args = []
   for extra in ("", ",smoke"):
-    args += [f"vicreg{extra}", f"vicreg,asymmetric{extra}",
-             f"barlow_twins{extra}"]
+    args += [f"vicreg{extra}", f"vicreg,asymmetric{extra}"]
+    args += [f"{m}{extra}" for m in METHODS if m != "vicreg"]
   return args
 
 
@@ -131,7 +138,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.loss.var_weight = 25.0  # var_loss_weight
     c.loss.cov_weight = 1.0  # cov_loss_weight
     c.loss.eps = 1e-4  # solo/losses/vicreg.py: sqrt(var + 1e-4)
-  else:
+  elif method == "barlow_twins":
     # lamb default 0.0051 (solo/methods/barlow_twins.py); barlow.yaml's
     # scale_loss 0.1 is not mapped (no loss scale here).
     c.loss.lambda_offdiag = 0.0051
@@ -148,7 +155,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0
-  c.epochs = 400  # max_epochs: 400
+  c.epochs = 400  # max_epochs: 400 (all seven yamls)
+  if method in predictive.METHODS:
+    # imagenet-100/{method}.yaml: heads, momentum, loss, optimizer lr /
+    # weight_decay (batch_size 128 x devices [0, 1] = 256, lr per 256 as
+    # above).
+    predictive.set_method(c, method, "imagenet100")
   c.checkpoint_every_steps = 1000
   c.log_every_steps = 50
 
@@ -161,5 +173,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # 64 px views, ImageNet stem with tiny widths.
     vicreg.smoke_image_folder(c, "imagenet100_resnet18", image_size=80,
                               view_size=64)
+    if method in predictive.METHODS:
+      predictive.set_smoke(c, method)
   return c
 

@@ -45,7 +45,9 @@ def test_recipe_validates(module, arg):
   if "multicrop" in words:
     assert (config.views.num_views, config.views.num_local_views) == (2, 4)
     assert (config.views.size, config.views.local_size) == (32, 16)
-    assert config.loss.form == "graph"
+    # DINO's own pairing takes V > 2 views; the other methods use the graph.
+    assert config.loss.form == ("multi_view" if config.method == "dino"
+                                else "graph")
 
 
 def test_cifar_default_arg_and_errors():
@@ -55,8 +57,10 @@ def test_cifar_default_arg_and_errors():
       "cifar100")
   with pytest.raises(ValueError, match="two-view"):
     cifar_resnet18.get_config("wmse,cifar10,multicrop")
+  with pytest.raises(ValueError, match="two-view"):
+    cifar_resnet18.get_config("nnclr,cifar10,multicrop")
   with pytest.raises(ValueError, match="unknown method"):
-    cifar_resnet18.get_config("byol,cifar10")
+    cifar_resnet18.get_config("swav,cifar10")
   with pytest.raises(ValueError, match="unknown dataset"):
     cifar_resnet18.get_config("vicreg,stl10")
   with pytest.raises(ValueError, match="variant"):
@@ -81,9 +85,14 @@ def _peak_lr(config):
     ("cifar_resnet18", "barlow_twins,cifar100", 0.3, 0.0),
     ("cifar_resnet18", "simclr,cifar10", 0.4, 0.0),
     ("cifar_resnet18", "wmse,cifar10", 2e-3, 0.0),
+    ("cifar_resnet18", "byol,cifar10", 1.0, 0.0),
+    ("cifar_resnet18", "simsiam,cifar100", 0.5, 0.0),
+    ("cifar_resnet18", "nnclr,cifar10", 0.4, 0.0),
     # solo-learn imagenet-100: lr 0.3 x (batch 128 x 2 devices)/256.
     ("imagenet100_resnet18", "vicreg", 0.3, 0.0),
     ("imagenet100_resnet18", "barlow_twins", 0.3, 0.0),
+    ("imagenet100_resnet18", "byol", 0.5, 0.0),
+    ("imagenet100_resnet18", "dino", 0.3, 0.0),
 ])
 def test_effective_learning_rate(module, arg, peak, end):
   got_peak, got_end = _peak_lr(_config(module, arg))
@@ -102,6 +111,40 @@ def test_optimiser_settings(module, arg, opt, wd, eta):
   assert (o.name, o.weight_decay) == (opt, wd)
   if eta is not None:
     assert o.trust_coefficient == eta
+
+
+def test_predictive_recipes_solo_learn_values():
+  """Key values of scripts/pretrain/{cifar,imagenet-100}/*.yaml in
+  vturrisi/solo-learn (and the defaults of solo/methods/*.py)."""
+  byol = cifar_resnet18.get_config("byol,cifar10")
+  assert (byol.teacher.momentum, byol.teacher.final_momentum) == (0.99, 1.0)
+  assert (tuple(byol.model.projector), tuple(byol.model.predictor)) == (
+      (4096, 256), (4096, 256))
+  assert (byol.optim.weight_decay, byol.epochs, byol.batch_size) == (
+      1e-5, 1000, 256)
+  assert imagenet100_resnet18.get_config("byol").model.predictor[0] == 8192
+  dino = cifar_resnet18.get_config("dino,cifar100")
+  assert dino.model.head == "dino" and dino.loss.form == "multi_view"
+  assert dino.model.head_kwargs.out_dim == 4096  # num_prototypes
+  assert dino.teacher.momentum == 0.9995
+  assert dino.views.num_local_views == 0  # 2 large crops, no small ones
+  assert dino.loss.teacher_temperature_warmup_epochs == 0.0
+  assert imagenet100_resnet18.get_config(
+      "dino").loss.teacher_temperature_warmup_epochs == 49.0
+  nnclr = cifar_resnet18.get_config("nnclr,cifar10")
+  assert (nnclr.loss.queue_size, nnclr.loss.temperature) == (65536, 0.2)
+  assert tuple(nnclr.model.projector) == (2048, 2048, 256)
+  mocov3 = cifar_resnet18.get_config("mocov3,cifar10")
+  assert (mocov3.loss.temperature, mocov3.optim.weight_decay) == (0.2, 1e-6)
+  simsiam = cifar_resnet18.get_config("simsiam,cifar10")
+  assert simsiam.views.blur_prob == 0.5 and simsiam.views.saturation == 0.4
+  assert tuple(simsiam.model.predictor) == (512, 2048)
+  for module, arg in [("cifar_resnet18", "nnclr,cifar10,smoke"),
+                      ("imagenet100_resnet18", "dino,smoke")]:
+    c = _config(module, arg)
+    assert c.batch_size == 16
+    assert c.method != "nnclr" or c.loss.queue_size == 64
+    assert c.method != "dino" or c.model.head_kwargs.out_dim == 64
 
 
 def test_asymmetric_views():
@@ -168,8 +211,16 @@ def test_cifar_vicreg_multicrop_smoke(tmp_path):
   assert results["loss_form"] == "graph"
 
 
+@pytest.mark.slow
+def test_cifar_dino_smoke(tmp_path):
+  """solo-learn's CIFAR DINO recipe end to end at toy size: DINO head,
+  momentum teacher, centre, LARS, ResNet-18 on a generated image folder."""
+  results = _run_smoke("cifar_resnet18", "dino,cifar10,smoke", tmp_path)
+  assert results["loss_form"] == "multi_view"
+
+
 SLOW = [("cifar_resnet18", f"{m},cifar10,smoke")
-        for m in cifar_resnet18.METHODS] + [
+        for m in cifar_resnet18.METHODS if m != "dino"] + [
             ("cifar_resnet18", "barlow_twins,cifar100,multicrop,smoke"),
             ("cifar_resnet18", "simclr,cifar10,multicrop,smoke"),
             ("imagenet100_resnet18", "vicreg,smoke"),
