@@ -264,3 +264,7 @@ def smoke_image_folder(c: config_dict.ConfigDict, recipe: str, *,
   c.eval.view_samples = 16
   c.evals.knn.k = 5
   c.evals.probe.max_iter = 20
+  # The cheap evaluators only (as the main job's smoke variant).
+  for name in ("few_shot", "alpha_req", "lidar", "spectrum", "theory"):
+    if name in c.evals:
+      del c.evals[name]
