@@ -230,13 +230,13 @@ def make_mesh(devices=None):
 
 # --------------------------------------------------------------------- main --
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-  """Pretrains ``config.method`` and probes the encoder; writes under workdir.
+  """Pretrains ``config.method`` and runs its evaluators; writes under workdir.
 
   Writes ``checkpoints/`` (orbax; a rerun with the same workdir resumes from
-  the latest), ``metrics.jsonl``, ``tensorboard/``, ``config.json`` and
-  ``results.json`` (returned as a dict; ``seconds`` holds the wall time of
-  each phase: setup, train_steps, checkpoint_save, features, probe, knn,
-  baselines).
+  the latest), ``metrics.jsonl``, ``tensorboard/``, ``config.json``,
+  ``report.png`` and ``results.json`` (returned as a dict; ``evals`` holds
+  every evaluator's final values, ``seconds`` the wall time of each phase:
+  setup, train_steps, checkpoint_save and ``eval/<name>`` per evaluator).
 
   Raises:
     ssljax.config_validation.ConfigError: a config field has a bad type,
