@@ -5,9 +5,10 @@
 Runs ``python -m ssljax.main --config configs/<name>.py --config.epochs=E``
 for each config in CONFIGS (sequentially, one workdir each under --out; a run
 whose results.json exists is not repeated, and an interrupted one resumes from
-its checkpoint), then writes ``table.md`` and ``table.json``: the probe and
-k-NN accuracy of every config with a results.json under --out, next to the
-raw-pixel and random-init baselines, which are measured once by the vicreg
+its checkpoint), then writes ``table.md`` and ``table.json``: the probe,
+k-NN and online-probe accuracy, RankMe and the times of every config with a results.json under
+--out, next to the raw-pixel and random-init baselines (and ``evals.md``:
+every evaluator's final value per run), which are measured once by the vicreg
 run (they do not depend on the loss). ``--configs wmse`` runs one config and
 keeps the others' rows:
 
@@ -101,13 +102,28 @@ def run(cfg) -> dict:
   return finished_runs(cfg.out)
 
 
+def evals_table(results: dict) -> str:
+  """Every scalar evaluator value (rows) of every run (columns)."""
+  names = sorted({k for r in results.values() for k, v in r.get(
+      "evals", {}).items() if not isinstance(v, list)})
+  lines = ["| evaluator / metric | " + " | ".join(results) + " |",
+           "|---|" + "---|" * len(results)]
+  for name in names:
+    cells = [_cell(r, name) for r in results.values()]
+    lines.append(f"| {name} | " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
 def plot(result: dict, out) -> None:
-  """Writes table.json and table.md (the comparison table) under `out`."""
+  """Writes table.json, table.md (the comparison table) and evals.md (every
+  evaluator's final value per run) under `out`."""
   with open(os.path.join(out, "table.json"), "w") as f:
     json.dump(result, f, indent=2)
   text = table(result)
   with open(os.path.join(out, "table.md"), "w") as f:
     f.write(text)
+  with open(os.path.join(out, "evals.md"), "w") as f:
+    f.write(evals_table(result))
   print(text)
 
 
