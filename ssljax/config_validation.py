@@ -433,6 +433,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     problems += _name_problems(config)
   if not problems:
     problems += _loss_problems(config)
+  queue = config.loss.get("queue_size") if not problems else None
+  if isinstance(queue, int) and queue < config.batch_size:
+    problems.append(f"config.loss.queue_size={queue}: must be >= "
+                    f"config.batch_size={config.batch_size} (each step "
+                    "enqueues a whole batch)")
   problems += _evals_problems(config)
   if problems:
     raise ConfigError("; ".join(problems))

@@ -103,6 +103,14 @@ def test_loss_hyperparameters_are_checked_against_the_loss_function():
     config_validation.validate(config)
 
 
+def test_a_queue_smaller_than_the_batch_is_an_error():
+  config = _config("nnclr")
+  config.loss.queue_size = config.batch_size - 1
+  with pytest.raises(config_validation.ConfigError,
+                     match="config.loss.queue_size=.*must be >= config.batch_size"):
+    config_validation.validate(config)
+
+
 def test_suggest_finds_abbreviations_and_typos():
   config = _config()
   assert config_validation.suggest("optim.lr", config)[0] == "optim.learning_rate"
