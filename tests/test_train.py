@@ -218,7 +218,12 @@ def test_config_variants_and_unknown_variant():
 
 
 CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive", "frossl",
-           "wmse", "vicreg_supervised_graph", "vicreg_mixed_graph")
+           "wmse", "vicreg_supervised_graph", "vicreg_mixed_graph",
+           # The predictive methods: DINO and NNCLR run through the main job
+           # in tests/test_predictive_training.py (resume), every step form
+           # in test_sharding.py; these three full smoke runs are slow.
+           *(pytest.param(name, marks=pytest.mark.slow)
+             for name in ("byol", "simsiam", "mocov3")))
 
 
 @pytest.mark.parametrize("name", CONFIGS)
