@@ -366,10 +366,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       # Periodic evaluators (the last step's run after the loop), on the
       # state before its checkpoint: a resume never repeats them.
       measured = {}
-      for ev in evals:
-        if done < total_steps and ev.due(done):
-          with monitor.timed(seconds, f"eval/{ev.name}"):
-            measured.update(ev.run(state))
+      due = [ev for ev in evals if done < total_steps and ev.due(done)]
+      if due and unchecked is not None:  # never evaluate a non-finite step
+        values, unchecked = monitor.check_metrics_finite(metrics, done, ckpt), None
+      for ev in due:
+        with monitor.timed(seconds, f"eval/{ev.name}"):
+          measured.update(ev.run(state))
       if measured and not log:
         writer.write(done, measured)
       if log:

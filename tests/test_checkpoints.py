@@ -200,7 +200,7 @@ def test_main_job_resumes_past_a_damaged_checkpoint(fmnist_data_dir, tmp_path):
   assert b["resumed_from_step"] == 3
   # Same seed, same steps replayed: the same results (in one environment the
   # replay is bit-exact, so the accuracies are equal, not merely close).
-  for key in ("probe_test_accuracy", "knn_test_accuracy", "steps", "probe"):
+  for key in ("probe_test_accuracy", "knn_test_accuracy", "steps", "evals"):
     assert a[key] == b[key], key
   assert (tmp_path / "b" / "checkpoints" / "6.corrupt").is_dir()
   assert (tmp_path / "b" / "checkpoints" / "6" / checkpoints.MANIFEST).is_file()

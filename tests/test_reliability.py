@@ -259,7 +259,8 @@ def test_nonfinite_metric_stops_at_its_step(fmnist_data_dir, tmp_path,
   saved = [s for s in (3,) if s < at_step]
   assert sorted(os.listdir(workdir / "checkpoints")) == [str(s) for s in saved]
   lines = _metrics(workdir)
-  assert [l["step"] for l in lines] == [s for s in (2, 4) if s < at_step]
+  # Log steps 2, 4 and the periodic evaluator (RankMe) line of step 3.
+  assert [l["step"] for l in lines] == [s for s in (2, 3, 4) if s < at_step]
   assert all(np.isfinite(v) for l in lines for v in l.values())
   assert not (workdir / "results.json").exists()
 
@@ -316,14 +317,17 @@ def test_eight_devices_match_one_device(fmnist_data_dir, xla_cache, reference,
   results, expected = _results(workdir), _results(reference)
   assert (results.pop("num_devices"), expected.pop("num_devices")) == (8, 1)
   # The probe may flip a test image on round-off: allow 2 of the 256.
-  for key in ("probe_test_accuracy", "knn_test_accuracy"):
+  for key in ("probe_test_accuracy", "knn_test_accuracy",
+              "online_probe_test_accuracy"):
     assert abs(results.pop(key) - expected.pop(key)) <= 2 / 256, key
-  results.pop("probe"), expected.pop("probe")
+  results.pop("evals"), expected.pop("evals")  # the lines below compare them
   assert results == expected
   for got, want in zip(_metrics(workdir), _metrics(reference), strict=True):
     assert got.keys() == want.keys() and got["step"] == want["step"]
     for key in got:
-      rtol = 1e-4 if key == "grad_norm" else 1e-5
+      # Evaluator values ("<name>/<metric>": accuracies over 256 images,
+      # spectra) move more with round-off than the loss terms.
+      rtol = 1e-4 if key == "grad_norm" else 1e-2 if "/" in key else 1e-5
       np.testing.assert_allclose(got[key], want[key], rtol=rtol, err_msg=key)
   state, want = _final_state(workdir), _final_state(reference)
   blind = "['params']['projector']['Dense_1']['bias']"

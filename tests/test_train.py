@@ -237,4 +237,4 @@ def test_every_config_runs_its_smoke_variant(fmnist_data_dir, tmp_path, name):
   assert results["method"] == config.method and results["steps"] == 3
   assert 0.0 <= results["probe_test_accuracy"] <= 1.0
   lines = [json.loads(l) for l in open(tmp_path / name / "metrics.jsonl")]
-  assert all(np.isfinite(l["loss"]) for l in lines)
+  assert all(np.isfinite(l["loss"]) for l in lines if "loss" in l)
