@@ -159,8 +159,18 @@ def test_two_processes_equal_one_process(fmnist_data_dir, tmp_path):
   metrics_m, metrics_s = _metrics(multi), _metrics(single)
   assert metrics_m.keys() == metrics_s.keys()
   assert {step for step, _ in metrics_m} == {2, 3, 4}  # 3: label-free evals
-  worst = max(abs(metrics_m[k] - v) / max(abs(v), 1e-6)
-              for k, v in metrics_s.items())
+  # Train-step metrics to round-off; evaluator values ("<name>/<metric>"):
+  # accuracies not compared (as above: a probe may flip test images on
+  # round-off; measured 4 of 256), the label-free ones (RankMe) to 1 %.
+  # Not numerics: the host's peak memory; the online probe's batch accuracy
+  # (64 rows: one flip is 1.6 %) is an accuracy too.
+  train_keys = [k for k in metrics_s if "/" not in k[1] and k[1] not in (
+      "host_peak_rss_mib", "online_probe_train_accuracy")]
+  worst = max(abs(metrics_m[k] - metrics_s[k]) / max(abs(metrics_s[k]), 1e-6)
+              for k in train_keys)
+  for k, v in metrics_s.items():
+    if "/" in k[1] and "accuracy" not in k[1]:
+      assert abs(metrics_m[k] - v) <= 1e-2 * abs(v), (k, metrics_m[k], v)
   p0, pm, ps = _initial_params(), _final_params(multi), _final_params(single)
   moved = max(float(np.max(np.abs(s - i))) for s, i in
               zip(jax.tree.leaves(ps), jax.tree.leaves(p0)))
