@@ -44,6 +44,7 @@ from ssljax.graphs.ops import graph_quadratic
 from ssljax.graphs.ops import graph_sq_norm
 from ssljax.graphs.ops import edge_arrays
 from ssljax.graphs.ops import total_weight
+from ssljax.graphs.ops import check_cross_graph
 from ssljax.graphs.labels import normalized_supervised_graph
 from ssljax.graphs.labels import signed_graph
 from ssljax.graphs.labels import supervised_graph
@@ -55,7 +56,7 @@ __all__ = [
     "validate_graph", "is_bcoo", "to_bcoo", "to_dense",
     # Graph maths shared by the losses (dense or BCOO G).
     "as_graph", "graph_matmul", "graph_quadratic", "graph_sq_norm",
-    "edge_arrays", "total_weight", "EDGE_CHUNK",
+    "edge_arrays", "total_weight", "check_cross_graph", "EDGE_CHUNK",
     # Whole-dataset graphs as edge lists (memory O(E)): ssljax.graphs.edges.
     "EdgeGraph", "symmetrize_edges", "knn_edges", "pixel_features",
     "supervised_edges", "load_edge_list",

@@ -12,11 +12,12 @@ from __future__ import annotations
 import jax
 from jax.experimental import sparse as jsparse
 import jax.numpy as jnp
+import numpy as np
 
 from ssljax.graphs._core import is_bcoo
 
 __all__ = ["as_graph", "graph_matmul", "graph_quadratic", "graph_sq_norm",
-           "edge_arrays", "total_weight", "EDGE_CHUNK"]
+           "edge_arrays", "total_weight", "check_cross_graph", "EDGE_CHUNK"]
 
 # Edges per chunk of the BCOO quadratic form: the two gathered (chunk, K) row
 # blocks stay ~0.5 GB at K = 64 in float32, whatever nnz is.
@@ -145,3 +146,41 @@ def edge_arrays(g):
 def total_weight(g) -> jax.Array:
   """Σ_ij G_ij of a dense or BCOO graph of any shape (padding excluded)."""
   return jnp.sum(edge_arrays(g)[2] if is_bcoo(g) else g)
+
+
+def check_cross_graph(g, n: int, m: int, name: str = "g",
+                      what: str = "rows, columns"):
+  """A finite (n, m) graph between two sets of rows, dense or 2-D BCOO,
+  with a positive total weight (the losses divide by it).
+
+  Shape checks always run; the value checks only on concrete arrays.
+
+  Args:
+    g: the graph; n, m: the expected shape; name: its name in messages;
+    what: what its rows and columns are (e.g. "online rows, target rows").
+
+  Returns:
+    g as a jax array, or the BCOO unchanged.
+
+  Raises:
+    ValueError: another shape, a BCOO with batch or dense dimensions,
+      non-finite entries, or Σ_ij G_ij <= 0.
+  """
+  from ssljax import checks  # pylint: disable=import-outside-toplevel
+  shape = tuple(np.shape(g))
+  if shape != (n, m):
+    raise ValueError(f"{name} must have shape ({n}, {m}) ({what}), got "
+                     f"{shape}")
+  if is_bcoo(g) and (g.n_batch != 0 or g.n_dense != 0):
+    raise ValueError(
+        f"{name} must be a BCOO with 2 sparse dimensions (n_batch = n_dense"
+        f" = 0), got n_batch = {g.n_batch}, n_dense = {g.n_dense}")
+  g = g if is_bcoo(g) else jnp.asarray(g)
+  if checks.is_concrete(g):
+    checks.check_finite(g, name)
+    with jax.ensure_compile_time_eval():  # also when called while tracing
+      total = float(total_weight(g))
+    if not total > 0:
+      raise ValueError(f"{name} must have a positive total weight Σ_ij G_ij"
+                       f" (the loss divides by it), got {total:.6g}")
+  return g

@@ -48,32 +48,6 @@ def _mean_row_cosine(p_NxK, z_NxK):
   return jnp.mean(jnp.sum(u_NxK * v_NxK, axis=1))
 
 
-def _check_cross_graph(g, n: int, m: int, name: str) -> None:
-  """g must be a finite (n, m) dense array or 2-D BCOO with Σ G_ij > 0."""
-  shape = tuple(np.shape(g))
-  if shape != (n, m):
-    raise ValueError(
-        f"{name} must have shape ({n}, {m}) (online rows, target rows), got"
-        f" {shape}")
-  if graphs.is_bcoo(g) and (g.n_batch != 0 or g.n_dense != 0):
-    raise ValueError(
-        f"{name} must be a BCOO with 2 sparse dimensions (n_batch = n_dense"
-        f" = 0), got n_batch = {g.n_batch}, n_dense = {g.n_dense}")
-  if not checks.is_concrete(g):
-    return
-  checks.check_finite(g, name)
-  with jax.ensure_compile_time_eval():  # also when called while tracing
-    if graphs.is_bcoo(g):
-      rows, cols = g.indices[:, 0], g.indices[:, 1]
-      total = float(jnp.sum(jnp.where((rows < n) & (cols < m), g.data, 0)))
-    else:
-      total = float(jnp.sum(jnp.asarray(g)))
-  if not total > 0:
-    raise ValueError(
-        f"{name} must have a positive total weight Σ_ij G_ij (the loss"
-        f" divides by it), got {total:.6g}")
-
-
 @jax.jit
 def _graph_cosine_dense(p_NxK, z_MxK, g_NxM):
   u_NxK = checks.unit_rows(p_NxK, floor=_NORM_FLOOR)
@@ -148,7 +122,8 @@ def graph_cosine(
     raise ValueError(
         f"{name_p} and {name_z} must have the same number of columns K, got"
         f" shapes {p_NxK.shape} and {z_MxK.shape}")
-  _check_cross_graph(g, p_NxK.shape[0], z_MxK.shape[0], name_g)
+  g = graphs.check_cross_graph(g, p_NxK.shape[0], z_MxK.shape[0], name_g,
+                               "online rows, target rows")
   dtype = jnp.result_type(p_NxK, z_MxK)
   p_NxK, z_MxK = p_NxK.astype(dtype), z_MxK.astype(dtype)
   if graphs.is_bcoo(g):

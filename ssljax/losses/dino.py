@@ -399,21 +399,9 @@ def dino_graph(
     raise ValueError(f"student and teacher must have the same K, got"
                      f" {s_NxK.shape} and {t_MxK.shape}")
   c_K = _check_center(center, s_NxK.shape[1])
-  want = (s_NxK.shape[0], t_MxK.shape[0])
-  if tuple(np.shape(g)) != want or (graphs.is_bcoo(g) and (
-      g.n_batch or g.n_dense)):
-    raise ValueError(f"g must be a dense or 2-D BCOO (N, M) = {want} graph"
-                     f" for student {s_NxK.shape} and teacher {t_MxK.shape},"
-                     f" got shape {tuple(np.shape(g))}")
-  checks.check_finite(g, "g")
   _check_temperatures(student_temperature, teacher_temperature)
-  g = g if graphs.is_bcoo(g) else jnp.asarray(g)
-  if checks.is_concrete(g):
-    with jax.ensure_compile_time_eval():  # also when called while tracing
-      total = float(graphs.total_weight(g))
-    if not total > 0:
-      raise ValueError(f"g must have a positive total weight Σ G_ij (the"
-                       f" loss divides by it), got {total:.6g}")
+  g = graphs.check_cross_graph(g, s_NxK.shape[0], t_MxK.shape[0],
+                               what="student rows, teacher rows")
   return _dino_graph_core(s_NxK, t_MxK, c_K, g, student_temperature,
                           teacher_temperature)
 

@@ -136,31 +136,6 @@ def mocov3_two_view(
           + _ctr(q2_BxK, k1_BxK, temperature))
 
 
-def _check_cross_graph(g, n: int, m: int) -> None:
-  """g must be a finite (n, m) dense array or 2-D BCOO with Σ G_ij > 0."""
-  shape = tuple(np.shape(g))
-  if shape != (n, m):
-    raise ValueError(
-        f"g must have shape ({n}, {m}) (queries, keys), got {shape}")
-  if graphs.is_bcoo(g) and (g.n_batch != 0 or g.n_dense != 0):
-    raise ValueError(
-        "g must be a BCOO with 2 sparse dimensions (n_batch = n_dense = 0),"
-        f" got n_batch = {g.n_batch}, n_dense = {g.n_dense}")
-  if not checks.is_concrete(g):
-    return
-  checks.check_finite(g, "g")
-  with jax.ensure_compile_time_eval():  # also when called while tracing
-    if graphs.is_bcoo(g):
-      rows, cols = g.indices[:, 0], g.indices[:, 1]
-      total = float(jnp.sum(jnp.where((rows < n) & (cols < m), g.data, 0)))
-    else:
-      total = float(jnp.sum(jnp.asarray(g)))
-  if not total > 0:
-    raise ValueError(
-        "g must have a positive total weight Σ_ij G_ij (the loss divides by"
-        f" it), got {total:.6g}")
-
-
 @jax.jit
 def _graph_dense(q_NxK, k_MxK, g_NxM, temperature):
   logp_NxM = _log_softmax_logits(q_NxK, k_MxK, temperature)
@@ -227,7 +202,8 @@ def mocov3_graph(q: jax.typing.ArrayLike, k: jax.typing.ArrayLike, g, *,
         "q and k must have the same number of columns K, got shapes"
         f" {q_NxK.shape} and {k_MxK.shape}")
   checks.check_positive(temperature, "temperature")
-  _check_cross_graph(g, q_NxK.shape[0], k_MxK.shape[0])
+  g = graphs.check_cross_graph(g, q_NxK.shape[0], k_MxK.shape[0],
+                               what="queries, keys")
   dtype = jnp.result_type(q_NxK, k_MxK)
   q_NxK, k_MxK = q_NxK.astype(dtype), k_MxK.astype(dtype)
   if graphs.is_bcoo(g):

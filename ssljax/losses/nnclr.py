@@ -342,21 +342,9 @@ def nnclr_graph(
   p_BxK = checks.as_float(p)
   checks.check_matrix(p_BxK, "p")
   q_QxK = _check_support(support, p_BxK, "p")
-  want = (p_BxK.shape[0], q_QxK.shape[0])
-  if tuple(np.shape(g)) != want or (graphs.is_bcoo(g) and (
-      g.n_batch or g.n_dense)):
-    raise ValueError(f"g must be a dense or 2-D BCOO (B, Q) = {want} graph"
-                     f" for p {p_BxK.shape} and support {q_QxK.shape}, got"
-                     f" shape {tuple(np.shape(g))}")
-  checks.check_finite(g, "g")
   checks.check_positive(temperature, "temperature")
-  g = g if graphs.is_bcoo(g) else jnp.asarray(g)
-  if checks.is_concrete(g):
-    with jax.ensure_compile_time_eval():  # also when called while tracing
-      total = float(graphs.total_weight(g))
-    if not total > 0:
-      raise ValueError(f"g must have a positive total weight Σ G_iq (the"
-                       f" loss divides by it), got {total:.6g}")
+  g = graphs.check_cross_graph(g, p_BxK.shape[0], q_QxK.shape[0],
+                               what="batch rows, support rows")
   if graphs.is_bcoo(g):
     return _nnclr_bcoo_core(p_BxK, q_QxK, g, temperature)
   return _nnclr_dense_core(p_BxK, q_QxK, g, temperature)
