@@ -28,7 +28,7 @@ from ssljax import (checkpoints, config_validation, data, ema, evaluators,
 from ssljax.train_state import (TrainState, create_learning_rate_fn,
                                 create_network, create_optimizer,
                                 create_probe_optimizer, create_train_state)
-from ssljax.evaluators import context as eval_context
+from ssljax.evaluators import context as eval_context, online_probe
 # Re-exported (train.__all__): the data side of a config.
 from ssljax.inputs import (dataset_graph, known_labels, source_labels,
                            uses_edges, uses_labels)
@@ -63,7 +63,7 @@ def _online_probe(state, h_BxD, labels, probe_tx):
   left out. Returns (new probe, metrics)."""
   h_BxD = jax.lax.stop_gradient(h_BxD).astype(jnp.float32)
   mean, var = jnp.mean(h_BxD, 0), jnp.var(h_BxD, 0)
-  h_BxD = (h_BxD - mean) * jax.lax.rsqrt(var + 1e-5)
+  h_BxD = (h_BxD - mean) * jax.lax.rsqrt(var + online_probe.STATS_EPS)
   stats = jax.tree.map(lambda old, new: 0.9 * old + 0.1 * new,
                        state.probe["stats"], {"mean": mean, "var": var})
   known = labels >= 0
