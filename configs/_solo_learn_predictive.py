@@ -46,8 +46,12 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
   c.loss.form = "two_view"  # solo-learn's symmetrised two-crop losses
   o = c.optim
   o.name = "lars"  # optimizer.name: lars (SimSiam: sgd, see below)
-  o.trust_coefficient = 0.02  # optimizer.kwargs.eta 0.02 (clip_lr not mapped)
-  o.momentum = 0.9  # kwargs.momentum default 0.9 (solo/args/pretrain.py)
+  # optimizer.kwargs.eta 0.02 (clip_lr not mapped); kwargs.momentum default
+  # 0.9 (solo/args/pretrain.py).
+  o.lars.trust_coefficient = 0.02
+  o.lars.momentum = 0.9
+  if method in ("byol", "mocov3", "dino"):
+    c.teacher = config_dict.ConfigDict()  # the momentum teacher, set below
   if method == "byol":
     # method_kwargs proj_hidden_dim 4096, proj_output_dim 256;
     # pred_hidden_dim 4096 (cifar/byol.yaml), 8192 (imagenet-100/byol.yaml).
@@ -89,11 +93,10 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
     # DINOHead(hidden_dim=proj_hidden_dim 2048, bottleneck_dim=
     # proj_output_dim 256, num_prototypes 4096); num_layers 3, use_bn_in_head
     # False and norm_last_layer True are solo/methods/dino.py defaults.
-    c.model.head = "dino"
-    c.model.head_kwargs = config_dict.ConfigDict(
+    # The DINO head replaces the projector (ssljax.models.DINOHead).
+    c.model.dino_head = config_dict.ConfigDict(
         {"hidden_dim": 2048, "bottleneck_dim": 256, "out_dim": 4096,
          "num_layers": 3, "use_bn": False, "norm_last_layer": True})
-    c.model.projector = (2048, 256)  # unused with head "dino"
     c.loss.form = "multi_view"  # DINOLoss over all (teacher, student) pairs
     # solo/methods/dino.py defaults: student 0.1, teacher 0.07, warm-up
     # start 0.04; solo/losses/dino.py center_momentum 0.9.
@@ -126,13 +129,13 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
 
 
 def set_smoke(c: config_dict.ConfigDict, method: str) -> None:
-  """Tiny heads for a smoke variant (after vicreg.smoke_image_folder, which
+  """Tiny heads for a smoke variant (after common.smoke_image_folder, which
   makes the projector 32 wide): same layer structure, toy widths."""
-  if c.model.predictor:
+  if c.model.get("predictor"):
     c.model.predictor = (32, 32)  # last width = the projector's 32
   if method == "dino":
-    c.model.head_kwargs.hidden_dim = 32
-    c.model.head_kwargs.bottleneck_dim = 16
-    c.model.head_kwargs.out_dim = 64
+    c.model.dino_head.hidden_dim = 32
+    c.model.dino_head.bottleneck_dim = 16
+    c.model.dino_head.out_dim = 64
   if method == "nnclr":
     c.loss.queue_size = 64  # 4 batches of 16

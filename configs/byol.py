@@ -1,23 +1,23 @@
 """BYOL (Grill et al. 2020, arXiv 2006.07733) on Fashion-MNIST; the main job's
-pipeline (configs/vicreg.py) with a predictor and a momentum teacher.
+pipeline (configs/common.py) with a predictor and a momentum teacher.
 
     python -m ssljax.main --config configs/byol.py --workdir runs/byol
 
-Variants as in configs/vicreg.py (``:smoke``, ``:long``). ``loss.form =
+Variants as in configs/common.py (``:smoke``, ``:long``). ``loss.form =
 "graph"`` trains the same loss written over the crop graph
 (``ssljax.predictive.crops_graph``), which also takes local crops.
 """
 
 from ml_collections import config_dict
 
-from configs import vicreg
+from configs import common
 
-VARIANTS = vicreg.VARIANTS
+VARIANTS = common.VARIANTS
 
 
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
-  c = vicreg.get_config(arg)
+  c = common.get_config(arg)
   c.method = "byol"
   c.loss = config_dict.ConfigDict()
   c.loss.form = "two_view"  # "two_view" (symmetrised, official) | "graph"
@@ -27,10 +27,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.projector = (2048, 256)
     c.model.predictor = (2048, 256)
   else:
+    c.model.projector = (16, 16)
     c.model.predictor = (32, 16)
   # Target momentum 0.996 -> 1 on a cosine (Grill et al. 2020, §3.2).
+  c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.996
   c.teacher.final_momentum = 1.0
   # Official: LARS, lr 0.2 x batch/256, weight decay 1.5e-6, 1000 epochs;
-  # the main job keeps AdamW and its 4-epoch budget (configs/vicreg.py).
+  # the main job keeps AdamW and its 4-epoch budget (configs/common.py).
   return c

@@ -49,7 +49,7 @@ Where this library differs from solo-learn (said again next to the field):
 from ml_collections import config_dict
 
 from configs import _solo_learn_predictive as predictive
-from configs import vicreg
+from configs import common
 
 METHODS = ("vicreg", "barlow_twins", "simclr", "wmse") + predictive.METHODS
 DATASETS = ("cifar10", "cifar100")
@@ -104,7 +104,7 @@ def _set_per_view(views, name, value):
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration for "method,dataset[,variant...]"."""
   method, dataset, words = parse_arg(arg)
-  c = vicreg.get_config()
+  c = common.get_config()
   c.method = method
 
   # ---------------------------------------------------------------- data --
@@ -118,7 +118,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # flip 0.5, no equalization; solarization threshold 128/255 (PIL
   # ImageOps.solarize default, solo/data/pretrain_dataloader.py).
   v = c.views
-  v.num_views = 2  # num_crops: 2 (or 2 x num_crops: 1 in asymmetric.yaml)
+  v.num_global = 2  # num_crops: 2 (or 2 x num_crops: 1 in asymmetric.yaml)
   v.size = 32  # crop_size: 32
   v.crop = "random_resized"  # rrc: enabled
   v.crop_ratio = (3 / 4, 4 / 3)  # torchvision RandomResizedCrop default
@@ -212,13 +212,15 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # whitening_iters default 1 (solo/methods/wmse.py): one pass, as ours.
   else:
     predictive.set_method(c, method, "cifar")
+  if method not in predictive.METHODS:
+    common.add_graph(c)  # G of the "graph" form (the multicrop variant)
 
   # ---------------------------------------------------------------- optim --
   c.batch_size = 256  # optimizer.batch_size 256 on devices: [0]
   c.epochs = 1000  # max_epochs: 1000
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default 10 (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0 (base.py)
-  c.optim.momentum = 0.9  # LARS momentum default 0.9 (solo/args/pretrain.py)
+  c.optim.lars.momentum = 0.9  # LARS momentum default 0.9 (solo/args/pretrain.py)
   if method in predictive.METHODS:
     pass  # optimiser set by predictive.set_method: {method}.yaml optimizer.*
   elif method == "wmse":
@@ -233,7 +235,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # in both libraries, so the effective lr at batch 256 is the same.
     c.optim.learning_rate = 0.4 if method == "simclr" else 0.3
     c.optim.weight_decay = 1e-4  # optimizer.weight_decay 1e-4
-    c.optim.trust_coefficient = 0.02  # optimizer.kwargs.eta 0.02 (no clip_lr)
+    c.optim.lars.trust_coefficient = 0.02  # optimizer.kwargs.eta (no clip_lr)
 
   c.checkpoint_every_steps = 1000
   c.log_every_steps = 50
@@ -247,7 +249,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # accepts any V >= 2; for V = 2 VICReg/SimCLR graph forms are the
     # papers' losses up to their normalisation). DINO keeps "multi_view":
     # the teacher sees the 2 global crops, the student all 6 (Caron et al.).
-    v.num_local_views = 4
+    v.num_local = 4
     v.local_size = 16
     v.local_crop_scale = (0.05, 0.4)
     if method != "dino":
@@ -258,18 +260,18 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
       _set_per_view(v, "solarize_prob", (0.0, 0.2, 0.0, 0.0, 0.0, 0.0))
 
   # ---------------------------------------------------------------- eval --
-  c.eval.batch_size = 1000
-  c.eval.baselines = True  # raw pixels and random-init encoder probes too
+  c.eval_inputs.batch_size = 1000
+  c.eval_inputs.baselines = True  # raw pixels and random-init encoder probes too
 
   # --------------------------------------------------------------- smoke --
   if "smoke" in words:
     # Same code path at toy size on a generated ~40 px RGB image folder.
-    vicreg.smoke_image_folder(c, "cifar_resnet18", image_size=40,
+    common.smoke_image_folder(c, "cifar_resnet18", image_size=40,
                               view_size=32)
     if method == "wmse":
       c.model.projector = (32, 8)
       c.loss.whitening_size = 16  # > K = 8 rows per whitened sub-batch
     if method in predictive.METHODS:
       predictive.set_smoke(c, method)
-    c.eval.baselines = False
+    c.eval_inputs.baselines = False
   return c

@@ -44,7 +44,7 @@ Barlow's scale_loss) are those listed in configs/cifar_resnet18.py.
 from ml_collections import config_dict
 
 from configs import _solo_learn_predictive as predictive
-from configs import vicreg
+from configs import common
 
 METHODS = ("vicreg", "barlow_twins") + predictive.METHODS
 VARIANT_WORDS = ("asymmetric", "smoke")
@@ -78,7 +78,7 @@ def all_args() -> list[str]:
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration for "method[,variant...]"."""
   method, words = parse_arg(arg)
-  c = vicreg.get_config()
+  c = common.get_config()
   c.method = method
 
   # ---------------------------------------------------------------- data --
@@ -93,7 +93,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
 
   # -------------------------------------------------------------- views --
   v = c.views
-  v.num_views = 2  # num_crops: 2 (or 2 x num_crops: 1 in asymmetric.yaml)
+  v.num_global = 2  # num_crops: 2 (or 2 x num_crops: 1 in asymmetric.yaml)
   v.size = 224  # crop_size: 224
   v.crop = "random_resized"  # rrc: enabled
   v.crop_ratio = (3 / 4, 4 / 3)  # torchvision RandomResizedCrop default
@@ -127,9 +127,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # (solo/methods/base.py only swaps the stem for cifar10/100).
   c.model.encoder_kwargs = config_dict.ConfigDict({"stem": "imagenet"})
   c.model.dtype = "float32"  # solo-learn: precision 16-mixed ("bfloat16")
-  # vicreg.yaml / barlow.yaml: proj_hidden_dim 2048, proj_output_dim 2048,
-  # 3-layer projector (solo/methods/{vicreg,barlow_twins}.py).
-  c.model.projector = (2048, 2048, 2048)
+  if method not in predictive.METHODS:
+    # vicreg.yaml / barlow.yaml: proj_hidden_dim 2048, proj_output_dim 2048,
+    # 3-layer projector (solo/methods/{vicreg,barlow_twins}.py).
+    c.model.projector = (2048, 2048, 2048)
+    common.add_graph(c)  # G of the "graph" loss form
 
   c.loss = config_dict.ConfigDict()
   c.loss.form = "two_view"
@@ -151,8 +153,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.name = "lars"
   c.optim.learning_rate = 0.3
   c.optim.weight_decay = 1e-4  # optimizer.weight_decay
-  c.optim.trust_coefficient = 0.02  # optimizer.kwargs.eta (clip_lr not mapped)
-  c.optim.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
+  c.optim.lars.trust_coefficient = 0.02  # optimizer.kwargs.eta (no clip_lr)
+  c.optim.lars.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0
   c.epochs = 400  # max_epochs: 400 (all seven yamls)
@@ -164,14 +166,14 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.checkpoint_every_steps = 1000
   c.log_every_steps = 50
 
-  c.eval.batch_size = 500
-  c.eval.baselines = False  # a raw-pixel probe on 150k-d inputs is too big
-  c.eval.crop_fraction = 0.875  # resize 256, centre crop 224 (solo-learn val)
+  c.eval_inputs.batch_size = 500
+  c.eval_inputs.baselines = False  # a raw-pixel probe on 150k-d inputs is too big
+  c.eval_inputs.crop_fraction = 0.875  # resize 256, centre crop 224 (solo-learn val)
 
   if "smoke" in words:
     # Same code path at toy size: a generated RGB folder of ~80 px images,
     # 64 px views, ImageNet stem with tiny widths.
-    vicreg.smoke_image_folder(c, "imagenet100_resnet18", image_size=80,
+    common.smoke_image_folder(c, "imagenet100_resnet18", image_size=80,
                               view_size=64)
     if method in predictive.METHODS:
       predictive.set_smoke(c, method)

@@ -3,19 +3,19 @@ the online predictor against momentum keys; the main job's pipeline.
 
     python -m ssljax.main --config configs/mocov3.py --workdir runs/mocov3
 
-Variants as in configs/vicreg.py.
+Variants as in configs/common.py.
 """
 
 from ml_collections import config_dict
 
-from configs import vicreg
+from configs import common
 
-VARIANTS = vicreg.VARIANTS
+VARIANTS = common.VARIANTS
 
 
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
-  c = vicreg.get_config(arg)
+  c = common.get_config(arg)
   c.method = "mocov3"
   c.loss = config_dict.ConfigDict()
   c.loss.form = "two_view"
@@ -28,8 +28,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.projector = (2048, 256)
     c.model.predictor = (2048, 256)
   else:
+    c.model.projector = (16, 16)
     c.model.predictor = (32, 16)
   # Momentum 0.99 -> 1 on a cosine (ResNet-50 recipe: 0.99; ViT: 0.99).
+  c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.99
   c.teacher.final_momentum = 1.0
   return c

@@ -3,19 +3,19 @@ nearest neighbours from a support queue as positives; the main job's pipeline.
 
     python -m ssljax.main --config configs/nnclr.py --workdir runs/nnclr
 
-Variants as in configs/vicreg.py.
+Variants as in configs/common.py.
 """
 
 from ml_collections import config_dict
 
-from configs import vicreg
+from configs import common
 
-VARIANTS = vicreg.VARIANTS
+VARIANTS = common.VARIANTS
 
 
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
-  c = vicreg.get_config(arg)
+  c = common.get_config(arg)
   c.method = "nnclr"
   c.loss = config_dict.ConfigDict()
   c.loss.form = "two_view"
@@ -28,6 +28,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.projector = (2048, 256)
     c.model.predictor = (2048, 256)
   else:
+    c.model.projector = (16, 16)
     c.model.predictor = (32, 16)
     c.loss.queue_size = 256
   return c

@@ -4,95 +4,28 @@
 
 Variants: ``--config configs/vicreg.py:smoke`` (seconds on a CPU, for tests),
 ``--config configs/vicreg.py:long`` (more epochs). Any field can be overridden
-with ``--config.field=value``; an unknown field is an error.
+with ``--config.field=value``; an unknown field is an error. The shared
+fields (data, views, encoder, optimiser, evaluation) are configs/common.py's;
+this file adds VICReg's projector, loss and graph.
 """
-
-import os
-import tempfile
 
 from ml_collections import config_dict
 
-VARIANTS = ("default", "smoke", "long")
+from configs import common
+
+VARIANTS = common.VARIANTS
+# Re-exported for callers that build on this config.
+evals_entry = common.evals_entry
+smoke_image_folder = common.smoke_image_folder
 
 
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
-  variant = arg or "default"
-  if variant not in VARIANTS:
-    raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
-  c = config_dict.ConfigDict()
+  c = common.get_config(arg)
   c.method = "vicreg"  # key of ssljax.methods.METHODS
-  c.seed = 0  # seeds parameters, shuffling and augmentation
-
-  c.dataset = config_dict.ConfigDict()
-  # Any tfds dataset with "image" and "label" features. fashion_mnist_local is
-  # built offline from Debian's dataset-fashion-mnist files.
-  c.dataset.name = "fashion_mnist_local"
-  c.dataset.data_dir = config_dict.placeholder(str)  # None: tfds default dir
-  c.dataset.download = False  # let tfds download a missing dataset (internet)
-  c.dataset.train_split = "train"  # pretraining and probe-training split
-  c.dataset.test_split = "test"  # probe test split
-
-  # Records: "auto" holds a split of fixed-shape images in memory when it
-  # decodes to at most 2 GiB (Fashion-MNIST: 47 MB), else streams it from
-  # tfds's ArrayRecord files; "yes" | "no" force either.
-  c.dataset.in_memory = "auto"
-  c.dataset.channels = 3  # image_folder: images converted to 1 or 3 channels
-  # image_folder only: write a small generated folder at data_dir first if
-  # it has no train split (the recipes' smoke variants; ssljax.data.synthetic).
-  c.dataset.generate = False
-  c.dataset.generate_kwargs = config_dict.ConfigDict()  # write_image_folder args
-  c.dataset.threads = 4  # host threads preparing batches (grain)
-  c.dataset.prefetch = 4  # batches prepared ahead
-
-  # The views (ssljax.data.view_spec): num_views global crops and
-  # num_local_views local crops; every op below takes one value for all
-  # views or a tuple with one per view (global views first), so asymmetric
-  # recipes (BYOL, Barlow Twins) are configs.
-  c.views = config_dict.ConfigDict()
-  c.views.num_views = 2  # G global crops (V = G + L)
-  c.views.num_local_views = 0  # L local crops (multi-crop)
-  c.views.size = 0  # global crop side in pixels; 0: the images' own size
-  c.views.local_size = 0  # local crop side in pixels
-  c.views.crop = "random_resized"  # "random_resized" | "pad_and_crop" | "none"
-  c.views.crop_scale = (0.2, 1.0)  # area fraction of global crops
-  c.views.local_crop_scale = (0.05, 0.4)  # area fraction of local crops
-  c.views.crop_ratio = (3 / 4, 4 / 3)  # aspect-ratio range of the crops
-  c.views.pad = 4  # pixels of zero padding for "pad_and_crop"
-  c.views.flip_prob = 0.5  # horizontal flip
-  # Grey-level colour jitter and random erasing: with them the 4-epoch probe
-  # rose from 0.8702 to 0.8759 and k-NN from 0.7958 to 0.8402 (README).
-  c.views.jitter_prob = 0.8  # probability of the colour jitter (SimCLR: 0.8)
-  c.views.brightness = 0.4  # brightness factor in [1 − b, 1 + b]
-  c.views.contrast = 0.4  # contrast factor in [1 − c, 1 + c]
-  c.views.saturation = 0.0  # saturation factor (RGB only)
-  c.views.hue = 0.0  # hue shift in [−h, h] turns (RGB only)
-  c.views.grayscale_prob = 0.0  # ITU-R 601 luma (RGB only)
-  c.views.blur_prob = 0.0  # Gaussian blur
-  c.views.blur_sigma = (0.1, 2.0)  # its σ range in pixels
-  c.views.blur_kernel_fraction = 0.1  # kernel side / image side (23 px at 224)
-  c.views.solarize_prob = 0.0  # x >= threshold -> 1 − x
-  c.views.solarize_threshold = 0.5
-  c.views.erase_prob = 0.5  # random erasing (Zhong et al. 2020)
-  c.views.erase_scale = (0.02, 0.2)  # erased area fraction range
-  c.views.noise_std = 0.0  # std of additive Gaussian noise (pixels in [0, 1])
-
-  c.model = config_dict.ConfigDict()
-  c.model.encoder = "cnn"  # key of ssljax.models.ENCODERS
-  c.model.encoder_kwargs = config_dict.ConfigDict()  # attributes of the encoder
-  # Four 3x3 stages at 28, 14, 7, 3 pixels; the wide last stage gives a
-  # 512-d representation (probe accuracy grows with it) at ~0.6 s per
-  # 2x256-image step on 2 CPU cores.
-  c.model.encoder_kwargs.channels = (16, 32, 64, 512)
-  c.model.encoder_kwargs.downsample = "avg"
-  c.model.projector = (512, 512)  # projector widths; the last is K
-  # Predictive methods (configs/byol.py, ...): predictor widths (Dense-BN-
-  # ReLU, last Dense) on z; () = none. head "dino" replaces the projector
-  # by the DINO head (ssljax.models.DINOHead; head_kwargs its attributes).
-  c.model.predictor = ()
-  c.model.head = "projector"  # "projector" | "dino"
-  c.model.head_kwargs = config_dict.ConfigDict()
-  c.model.dtype = "float32"  # "float32" | "bfloat16" computation dtype
+  # Projector widths (Dense-BN-ReLU per hidden layer, a plain last Dense);
+  # the last is the embedding dimension K.
+  c.model.projector = (16, 16) if arg == "smoke" else (512, 512)
 
   c.loss = config_dict.ConfigDict()
   c.loss.form = "two_view"  # "two_view" (original paper) | "graph" (Z, G form)
@@ -101,170 +34,5 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.loss.cov_weight = 1.0  # ν of VICReg (covariance)
   c.loss.eps = 1e-4  # inside the variance square root
 
-  # The graph G of the "graph" loss form (ssljax.methods.batch_graph). "views":
-  # the V-view SSL graph; "supervised": same-label rows of the batch; "mixed":
-  # (1 − alpha)·views + alpha·supervised. Label graphs need form = "graph".
-  # Graphs over the WHOLE train set (README "Large graphs"), trained on
-  # batches of sampled edges whose endpoints are the two views:
-  # "dataset_knn" | "dataset_supervised" | "edge_list" (configs/vicreg_knn_graph.py).
-  c.graph = config_dict.ConfigDict()
-  c.graph.kind = "views"  # "views" | "supervised" | "mixed" | dataset kinds
-  c.graph.alpha = 0.5  # α of the mixed graph
-  c.graph.label_fraction = 1.0  # fraction of train labels known to the graph
-  c.graph.normalize = True  # scale the label graph to mean degree V − 1
-  c.graph.knn_k = 16  # dataset_knn: neighbours per image, before symmetrising
-  c.graph.knn_features = "pca"  # dataset_knn: "pixels" | "pca" (of pixels)
-  c.graph.knn_pca_dim = 50  # dataset_knn: principal components kept
-  c.graph.supervised_per_node = 16  # dataset_supervised: partners per image
-  c.graph.edge_list_path = ""  # edge_list: .npy (E, 2) or .npz edges/weights
-  c.graph.edge_sampling = "weighted"  # dataset kinds: "weighted" (∝ G_ij) | "uniform"
-  c.graph.augment_edges = True  # dataset kinds: augment both endpoints
-
-  c.optim = config_dict.ConfigDict()
-  c.optim.name = "adamw"  # "adamw" | "lars"
-  c.optim.learning_rate = 2e-3  # peak, per batch of 256 (scaled linearly)
-  c.optim.weight_decay = 1e-4  # on kernels only (not biases, BatchNorm)
-  c.optim.warmup_epochs = 1.0  # linear warm-up, then cosine decay
-  c.optim.end_lr_factor = 0.01  # final lr = factor × peak
-  c.optim.momentum = 0.9  # LARS momentum (unused by adamw)
-  c.optim.trust_coefficient = 1e-3  # LARS η (unused by adamw)
-
-  # The momentum (EMA) teacher of BYOL, MoCo v3 and DINO: its momentum rises
-  # from `momentum` to `final_momentum` on a cosine (Grill et al. 2020, §3.2).
-  c.teacher = config_dict.ConfigDict()
-  c.teacher.momentum = 0.996
-  c.teacher.final_momentum = 1.0
-
-  # Online linear probe: a classifier on the stop-gradient, standardised
-  # representation of view 0, trained in the train step by its own AdamW
-  # (labels reach only it); evals.online_probe scores it on the test split.
-  c.online_probe = config_dict.ConfigDict()
-  c.online_probe.enabled = True
-  c.online_probe.learning_rate = 1e-2
-  c.online_probe.weight_decay = 0.0
-
-  c.batch_size = 256  # global batch of samples (each with V views)
-  # Pretraining epochs over the train split: 4 fit in 15 min on 2 CPU cores
-  # (probe 0.8759); 6 reach 0.8882 in 18 min; ":long" (30) 0.8981 (README).
-  c.epochs = 4
-  c.num_steps = -1  # > 0 overrides epochs with an exact step count
-
-  c.log_every_steps = 20  # metrics.jsonl / TensorBoard / progress bar
-  c.checkpoint_every_steps = 200  # orbax checkpoint period
-  c.keep_checkpoints = 2  # newest checkpoints kept
-
-  # Multi-process (multi-host) runs: ssljax.distributed, README "Multi-host".
-  # Each None falls back to the environment variable named, then to jax's
-  # cluster detection (SLURM srun, Open MPI, Cloud TPU pod slices).
-  c.distributed = config_dict.ConfigDict()
-  c.distributed.enabled = False  # call jax.distributed.initialize at start
-  # "host:port" of process 0's coordinator ($JAX_COORDINATOR_ADDRESS)
-  c.distributed.coordinator_address = config_dict.placeholder(str)
-  c.distributed.num_processes = config_dict.placeholder(int)  # $JAX_NUM_PROCESSES
-  c.distributed.process_id = config_dict.placeholder(int)  # $JAX_PROCESS_ID
-
-  c.eval = config_dict.ConfigDict()
-  c.eval.batch_size = 1000  # feature-extraction batch
-  # Images of other sizes than the views: shorter side resized to
-  # views.size / crop_fraction, then the central square (ImageNet: 256, 224).
-  c.eval.crop_fraction = 0.875
-  c.eval.view_samples = 512  # train images whose views the label-free metrics see
-  c.eval.baselines = True  # run the baseline evaluators (raw pixels, random init)
-
-  # Evaluators by name (ssljax.evaluators; docs/guide/evaluators.md): "type"
-  # is a module of ssljax.evaluators, every_steps None = after the last step
-  # only; the other fields are the type's options.
-  c.evals = config_dict.ConfigDict()
-  probe = dict(l2_grid=(1e-6, 1e-5, 1e-4, 1e-3),  # L2 on ½‖W‖², chosen on val
-               val_fraction=0.1,  # of the train split, for choosing L2
-               max_iter=100,  # L-BFGS iterations per fit
-               search_rows=20000)  # train rows used while choosing L2
-  c.evals.probe = evals_entry("linear_probe", **probe)
-  c.evals.knn = evals_entry("knn", k=20, temperature=0.07)  # weighted, cosine
-  c.evals.raw_pixel_probe = evals_entry("raw_pixel_probe", **probe)
-  c.evals.random_init_probe = evals_entry("random_init_probe", **probe)
-  c.evals.online_probe = evals_entry("online_probe")
-  c.evals.few_shot = evals_entry("few_shot")  # ridge, 1/5/10/25 per class
-  # Label-free metrics and the theory diagnostic, about once an epoch (on
-  # the test features and on eval.view_samples train images' views).
-  for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
-    c.evals[name] = evals_entry(name, every_steps=200)
-
-  if variant == "smoke":  # a CPU-seconds run for tests
-    c.dataset.train_split = "train[:512]"
-    c.dataset.test_split = "test[:256]"
-    c.model.encoder_kwargs.channels = (4, 8)
-    c.model.projector = (16, 16)
-    c.batch_size = 64
-    c.num_steps = 6
-    c.log_every_steps = 2
-    c.checkpoint_every_steps = 3
-    c.eval.batch_size = 128
-    c.eval.view_samples = 64
-    c.evals.probe.max_iter = 20
-    c.evals.knn.k = 5
-    # The tests run this variant many times: the cheap evaluators only, and
-    # one periodic (every 3 steps) to exercise that path.
-    for name in ("few_shot", "alpha_req", "lidar", "spectrum", "theory"):
-      del c.evals[name]
-    c.evals.rankme.every_steps = 3
-  elif variant == "long":
-    # Past 0.88: probe 0.8981, k-NN 0.8613 (random-init 0.8745, raw pixels
-    # 0.8434 with this probe) in 82 min on 2 shared CPU cores (README).
-    c.epochs = 30
-    # A longer probe fit and a grid reaching stronger L2 (on the 4-epoch
-    # encoder the default grid picked its strongest value, 1e-3).
-    c.evals.probe.max_iter = 500
-    c.evals.probe.l2_grid = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
-    for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
-      c.evals[name].every_steps = 1000
+  common.add_graph(c)  # G of the "graph" form (configs/common.py)
   return c
-
-
-def evals_entry(kind: str, every_steps: int | None = None,
-                **options) -> config_dict.ConfigDict:
-  """One ``config.evals`` entry: evaluator ``kind`` (a module of
-  ssljax.evaluators), run every ``every_steps`` steps and after the last
-  (None: after the last only; still overridable from the command line)."""
-  entry = config_dict.ConfigDict({"type": kind, **options})
-  entry.every_steps = (config_dict.placeholder(int) if every_steps is None
-                       else every_steps)
-  return entry
-
-
-def smoke_image_folder(c: config_dict.ConfigDict, recipe: str, *,
-                       image_size: int, view_size: int) -> None:
-  """Shrinks a recipe config ``c`` in place to its ``smoke`` variant.
-
-  The recipe's own code path (its views, optimiser and encoder kind) at toy
-  size, on a small generated RGB image folder
-  (`ssljax.data.synthetic.write_image_folder`, written on first use under the
-  temp dir, one per recipe): images of about ``image_size`` px, global views
-  of ``view_size`` px, ResNet stage widths 8-16-32-64, a 32-wide projector
-  of the recipe's depth, 3 steps of batch 16.
-  """
-  c.dataset.name = "image_folder"
-  c.dataset.generate = True
-  c.dataset.data_dir = os.path.join(tempfile.gettempdir(),
-                                    f"ssljax_smoke_images_{recipe}")
-  c.dataset.generate_kwargs = config_dict.ConfigDict(
-      {"num_train": 64, "num_test": 32, "num_classes": 4, "size": image_size})
-  c.dataset.train_split = "train"
-  c.dataset.test_split = "test"
-  c.dataset.threads = 2
-  c.dataset.prefetch = 2
-  c.views.size = view_size
-  c.model.encoder_kwargs.stage_widths = (8, 16, 32, 64)
-  c.model.projector = (32,) * len(c.model.projector)
-  c.batch_size = 16
-  c.num_steps = 3
-  c.log_every_steps = 1
-  c.checkpoint_every_steps = 3
-  c.eval.batch_size = 32
-  c.eval.view_samples = 16
-  c.evals.knn.k = 5
-  c.evals.probe.max_iter = 20
-  # The cheap evaluators only (as the main job's smoke variant).
-  for name in ("few_shot", "alpha_req", "lidar", "spectrum", "theory"):
-    if name in c.evals:
-      del c.evals[name]

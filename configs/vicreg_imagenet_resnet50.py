@@ -27,6 +27,7 @@ protocol.
 
 from ml_collections import config_dict
 
+from configs import common
 from configs import vicreg
 
 VARIANTS = ("default", "smoke")
@@ -53,7 +54,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # BYOL's asymmetric views (paper App. C; official augmentations.py
   # TrainTransform: transform / transform_prime).
   v = c.views
-  v.num_views = 2
+  v.num_global = 2
   v.size = 224  # RandomResizedCrop(224, bicubic)
   v.crop = "random_resized"
   v.crop_scale = (0.08, 1.0)  # torchvision default scale
@@ -96,22 +97,22 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.weight_decay = 1e-6  # --wd 1e-6
   c.optim.warmup_epochs = 10.0  # warmup_steps = 10 * len(loader)
   c.optim.end_lr_factor = 1e-3  # end_lr = base_lr * 0.001 (main_vicreg.py)
-  c.optim.momentum = 0.9  # LARS momentum 0.9 (main_vicreg.py)
-  c.optim.trust_coefficient = 1e-3  # LARS eta=0.001 (main_vicreg.py)
+  c.optim.lars.momentum = 0.9  # LARS momentum 0.9 (main_vicreg.py)
+  c.optim.lars.trust_coefficient = 1e-3  # LARS eta=0.001 (main_vicreg.py)
 
   c.log_every_steps = 100
   c.checkpoint_every_steps = 2500  # ~4 epochs at 626 steps per epoch
   c.keep_checkpoints = 2
 
-  c.eval.batch_size = 500
-  c.eval.baselines = False  # raw-pixel probe on 150k-d inputs: too big
-  c.eval.crop_fraction = 0.875  # resize 256, centre crop 224
+  c.eval_inputs.batch_size = 500
+  c.eval_inputs.baselines = False  # raw-pixel probe on 150k-d inputs: too big
+  c.eval_inputs.crop_fraction = 0.875  # resize 256, centre crop 224
   c.evals.probe.search_rows = 20000
 
   if variant == "smoke":
     # Same code path at toy size on a generated ~80 px RGB image folder:
     # ResNet-50's bottleneck blocks and stem with tiny widths (D = 4 × 64);
     # model.dtype stays "bfloat16", so the smoke run exercises bf16 compute.
-    vicreg.smoke_image_folder(c, "vicreg_imagenet_resnet50", image_size=80,
+    common.smoke_image_folder(c, "vicreg_imagenet_resnet50", image_size=80,
                               view_size=64)
   return c

@@ -2,7 +2,7 @@
 
     python -m ssljax.main --config configs/wmse.py --workdir runs/wmse
 
-Variants as in configs/vicreg.py (``:smoke``, ``:long``). Whitening a K-dim
+Variants as in configs/common.py (``:smoke``, ``:long``). Whitening a K-dim
 embedding needs sub-batches of more than K rows: K = 64 with sub-batches of
 128 (W-MSE whitens a small embedding in sub-batches, as in the paper).
 
@@ -33,14 +33,14 @@ NaN loss, which stops training with FloatingPointError; eps > 0 (official
 
 from ml_collections import config_dict
 
-from configs import vicreg
+from configs import common
 
-VARIANTS = vicreg.VARIANTS
+VARIANTS = common.VARIANTS
 
 
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
-  c = vicreg.get_config(arg)
+  c = common.get_config(arg)
   c.method = "wmse"
   c.model.projector = (512, 64)  # K = 64: whitened embedding (official --emb)
   c.loss = config_dict.ConfigDict()
@@ -53,4 +53,5 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   if arg == "smoke":
     c.model.projector = (16, 8)
     c.loss.whitening_size = 32
+  common.add_graph(c)  # G of the "graph" form (configs/common.py)
   return c
