@@ -99,16 +99,24 @@ def _per_view(name, value, num_views):
 def view_spec(views) -> ViewSpec:
   """The `ViewSpec` of a config's ``views`` section (a ConfigDict or dict).
 
+  ``num_global`` (G, default 2) global and ``num_local`` (L, default 0)
+  local crops; sizes, crop ranges and ``pad`` as `ViewSpec`'s attributes.
   Options of `PER_VIEW_OPTIONS` may be one value for every view or a tuple
-  of V = num_views + num_local_views values; missing ones take the
-  `view_ops.VIEW_OP_OPTIONS` defaults.
+  of V = num_global + num_local values (global views first); missing ones
+  take the `view_ops.VIEW_OP_OPTIONS` defaults.
 
   Raises:
-    ValueError: a per-view tuple of the wrong length, unknown crop mode.
+    ValueError: a per-view tuple of the wrong length, unknown crop mode, or
+      the old names ``num_views`` / ``num_local_views`` (renamed
+      ``num_global`` / ``num_local``).
   """
   views = dict(views)
-  num_global = int(views.get("num_views", 2))
-  num_local = int(views.get("num_local_views", 0))
+  for old, name in (("num_views", "num_global"),
+                    ("num_local_views", "num_local")):
+    if old in views:
+      raise ValueError(f"views.{old} was renamed views.{name}")
+  num_global = int(views.get("num_global", 2))
+  num_local = int(views.get("num_local", 0))
   num_views = num_global + num_local
   per_view = {name: _per_view(name, views.get(name, default), num_views)
               for name, default in view_ops.VIEW_OP_OPTIONS.items()}
