@@ -11,11 +11,11 @@ and exit status 2.
 
 from collections.abc import Callable, Iterator
 import difflib
-import inspect
-import numbers
 from typing import Any
 
 import ml_collections
+
+from ssljax import config_rules
 
 __all__ = ["ConfigError", "validate", "field_paths", "suggest"]
 
@@ -25,105 +25,10 @@ class ConfigError(ValueError):
 
 
 # --------------------------------------------------------------- predicates --
-def _is_int(v) -> bool:
-  return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_real(v) -> bool:
-  return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-
-def _int(lo=None, *, none_ok=False) -> Callable[[Any], str | None]:
-  """An integer ≥ lo (or None when ``none_ok``)."""
-  def check(v):
-    if v is None and none_ok:
-      return None
-    if not _is_int(v) or (lo is not None and v < lo):
-      what = "an integer" if lo is None else f"an integer >= {lo}"
-      return what + (" or None" if none_ok else "")
-    return None
-  return check
-
-
-def _real(lo=None, hi=None, *, lo_open=False, hi_open=False):
-  """A real number in the stated interval."""
-  def check(v):
-    bad = not _is_real(v) or v != v  # NaN
-    if not bad and lo is not None:
-      bad = v <= lo if lo_open else v < lo
-    if not bad and hi is not None:
-      bad = v >= hi if hi_open else v > hi
-    if not bad:
-      return None
-    if hi is None and lo is not None:
-      return f"a number {'>' if lo_open else '>='} {lo}"
-    left = "(" if lo_open else "["
-    right = ")" if hi_open else "]"
-    return (f"a number in {left}{'-inf' if lo is None else lo}, "
-            f"{'inf' if hi is None else hi}{right}")
-  return check
-
-
-def _bool(v):
-  return None if isinstance(v, bool) else "True or False"
-
-
-def _one_of(*names):
-  def check(v):
-    return None if v in names else "one of " + ", ".join(map(repr, names))
-  return check
-
-
-def _str(*, empty_ok=True, none_ok=False):
-  def check(v):
-    if v is None and none_ok:
-      return None
-    if not isinstance(v, str) or (not empty_ok and not v):
-      return "a non-empty string" if not empty_ok else "a string"
-    return None
-  return check
-
-
-def _pair(lo, hi):
-  """(a, b) with lo <= a <= b <= hi."""
-  def check(v):
-    ok = (isinstance(v, (tuple, list)) and len(v) == 2
-          and all(_is_real(x) for x in v) and lo <= v[0] <= v[1] <= hi)
-    return None if ok else f"a pair (a, b) with {lo} <= a <= b <= {hi}"
-  return check
-
-
-def _positive_ints(v):
-  ok = (isinstance(v, (tuple, list)) and len(v) >= 1
-        and all(_is_int(x) and x >= 1 for x in v))
-  return None if ok else "a non-empty tuple of integers >= 1"
-
-
-def _positive_reals(v):
-  ok = (isinstance(v, (tuple, list)) and len(v) >= 1
-        and all(_is_real(x) and x > 0 for x in v))
-  return None if ok else "a non-empty tuple of numbers > 0"
-
-
-def _per_view(rule, *, ranges=False):
-  """``rule`` for one value, or for each entry of a tuple of values (one per
-  view; the count is checked against V in `validate`). With ``ranges`` a
-  value is itself a pair."""
-  def check(v):
-    many = isinstance(v, (tuple, list)) and (
-        not ranges or (len(v) > 0 and isinstance(v[0], (tuple, list))))
-    values = v if many else [v]
-    why = next((w for w in map(rule, values) if w is not None), None)
-    if why is None and not (many and len(v) == 0):
-      return None
-    return f"{why or 'non-empty'} (or a tuple with one such value per view)"
-  check.per_view, check.ranges = True, ranges  # read by _view_problems
-  return check
-
-
-def _non_negative_widths(v):
-  ok = isinstance(v, (tuple, list)) and all(_is_int(x) and x > 0 for x in v)
-  return None if ok else "a tuple of layer widths > 0 (empty: no predictor)"
+# The shared rules (ssljax.config_rules), under short local names.
+_int, _real, _bool = config_rules.integer, config_rules.real, config_rules.boolean
+_one_of, _str, _pair = config_rules.one_of, config_rules.string, config_rules.pair
+_per_view = config_rules.per_view
 
 
 def _split(v):
@@ -131,20 +36,18 @@ def _split(v):
 
 
 def _num_steps(v):
-  if _is_int(v) and (v > 0 or v == -1):
+  if isinstance(v, int) and not isinstance(v, bool) and (v > 0 or v == -1):
     return None
   return "an integer > 0 (an exact step count) or -1 (train config.epochs)"
 
 
-def _anything(v):
-  return None
+_anything = config_rules.anything
 
 
-# Every field of the main job's configs (configs/vicreg.py and the configs
-# built on it), with what it accepts. Fields not listed here are checked by
-# the rules after this table (loss hyper-parameters, encoder attributes).
+# The common fields of every config (configs/common.py), with what they
+# accept. A method's own fields (method, loss, heads, teacher, graph) are
+# declared and checked by its module (ssljax.methods).
 _RULES: dict[str, Callable[[Any], str | None]] = {
-    "method": _str(empty_ok=False),  # names checked against ssljax.methods
     "seed": _int(0),
     "dataset.name": _str(empty_ok=False),
     "dataset.data_dir": _str(none_ok=True),
@@ -157,8 +60,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "dataset.generate_kwargs": _anything,
     "dataset.threads": _int(1),
     "dataset.prefetch": _int(1),
-    "views.num_views": _int(1),
-    "views.num_local_views": _int(0),
+    "views.num_global": _int(1),
+    "views.num_local": _int(0),
     "views.size": _int(0),
     "views.local_size": _int(0),
     "views.crop": _one_of("random_resized", "pad_and_crop", "none"),
@@ -184,27 +87,14 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "views.noise_std": _per_view(_real(0.0)),
     "model.encoder": _str(empty_ok=False),  # names checked against ssljax.models
     "model.encoder_kwargs": _anything,
-    "model.projector": _positive_ints,
     "model.dtype": _one_of("float32", "bfloat16"),
-    "loss.form": _one_of("two_view", "multi_view", "graph"),
-    "graph.kind": _str(empty_ok=False),  # names checked against ssljax.methods
-    "graph.alpha": _real(0.0, 1.0),
-    "graph.label_fraction": _real(0.0, 1.0),
-    "graph.normalize": _bool,
-    "graph.knn_k": _int(1),
-    "graph.knn_features": _one_of("pixels", "pca"),
-    "graph.knn_pca_dim": _int(1),
-    "graph.supervised_per_node": _int(1),
-    "graph.edge_list_path": _str(),
-    "graph.edge_sampling": _one_of("weighted", "uniform"),
-    "graph.augment_edges": _bool,
     "optim.name": _one_of("adamw", "lars"),
     "optim.learning_rate": _real(0.0, lo_open=True),
     "optim.weight_decay": _real(0.0),
     "optim.warmup_epochs": _real(0.0),
     "optim.end_lr_factor": _real(0.0, 1.0),
-    "optim.momentum": _real(0.0, 1.0, hi_open=True),
-    "optim.trust_coefficient": _real(0.0, lo_open=True),
+    "optim.lars.momentum": _real(0.0, 1.0, hi_open=True),
+    "optim.lars.trust_coefficient": _real(0.0, lo_open=True),
     "batch_size": _int(2),
     "epochs": _real(0.0, lo_open=True),
     "num_steps": _num_steps,
@@ -215,40 +105,18 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "distributed.coordinator_address": _str(none_ok=True),
     "distributed.num_processes": _int(1, none_ok=True),
     "distributed.process_id": _int(0, none_ok=True),
-    "eval.batch_size": _int(1),
-    "eval.baselines": _bool,
-    "eval.crop_fraction": _real(0.0, 1.0, lo_open=True),
-    "eval.view_samples": _int(2),
-    "model.predictor": _non_negative_widths,
-    "model.head": _one_of("projector", "dino"),
-    "model.head_kwargs": _anything,
-    "teacher.momentum": _real(0.0, 1.0),
-    "teacher.final_momentum": _real(0.0, 1.0),
-    "online_probe.enabled": _bool,
-    "online_probe.learning_rate": _real(0.0, lo_open=True),
-    "online_probe.weight_decay": _real(0.0),
+    "eval_inputs.batch_size": _int(1),
+    "eval_inputs.baselines": _bool,
+    "eval_inputs.crop_fraction": _real(0.0, 1.0, lo_open=True),
+    "eval_inputs.view_samples": _int(2),
 }
-
-# Loss hyper-parameters by name (the names of ssljax.losses' keywords).
-_LOSS_RULES = {
-    "temperature": _real(0.0, lo_open=True),
-    "eps": _real(0.0),
-    "lambda_offdiag": _real(0.0),
-    "whitening_size": _int(2),
-    "block_size": _int(1, none_ok=True),
-    "student_temperature": _real(0.0, lo_open=True),
-    "teacher_temperature": _real(0.0, lo_open=True),
-    "warmup_teacher_temperature": _real(0.0, lo_open=True),
-    "teacher_temperature_warmup_epochs": _real(0.0),
-    "center_momentum": _real(0.0, 1.0),
-    "queue_size": _int(1),
-}
-
+# Fields whose keys are free (attributes of a class, evaluator options).
+_FREE = ("model.encoder_kwargs.", "dataset.generate_kwargs.", "evals.")
 
 def _view_problems(config) -> list[str]:
   """Per-view tuples of the wrong length; local views without a size."""
   views = config.views
-  num_views = views.num_views + views.num_local_views
+  num_views = views.num_global + views.num_local
   problems = []
   for path, rule in _RULES.items():
     if not getattr(rule, "per_view", False):
@@ -259,10 +127,10 @@ def _view_problems(config) -> list[str]:
     if many and len(value) not in (1, num_views):
       problems.append(
           f"config.{path}={value!r}: has {len(value)} entries; give one value"
-          f" for every view or one per view (V = views.num_views + "
-          f"views.num_local_views = {num_views})")
-  if views.num_local_views and not views.local_size:
-    problems.append(f"config.views.num_local_views={views.num_local_views!r}:"
+          f" for every view or one per view (V = views.num_global + "
+          f"views.num_local = {num_views})")
+  if views.num_local and not views.local_size:
+    problems.append(f"config.views.num_local={views.num_local!r}:"
                     f" needs views.local_size > 0 (the local crop side), got "
                     f"{views.local_size!r}")
   return problems
@@ -325,73 +193,26 @@ def _get(config, path):
 
 
 # ---------------------------------------------------------------- validate --
-def _loss_function(method: str, form: str):
-  from ssljax import methods  # pylint: disable=import-outside-toplevel
-  spec = methods.METHODS.get(method)
-  return None if spec is None else getattr(spec, form, None)
-
-
-def _loss_problems(config) -> list[str]:
-  problems = []
-  loss = config.get("loss")
-  if loss is None:
-    return ["config.loss is missing"]
-  form = loss.get("form")
-  fn = _loss_function(config.get("method"), form)
-  params = None
-  if fn is not None:
-    target = inspect.unwrap(fn)
-    try:
-      sig = inspect.signature(target)
-      if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        params = {name for name, p in sig.parameters.items()
-                  if p.kind == p.KEYWORD_ONLY}
-    except (TypeError, ValueError):
-      params = None
-  for key in loss.keys():
-    if key == "form":
-      continue
-    value = loss[key]
-    if params is not None and key not in params:
-      near = difflib.get_close_matches(key, sorted(params), n=2, cutoff=0.6)
-      hint = f"; did you mean {' or '.join(repr('config.loss.' + m) for m in near)}?" if near else ""
-      problems.append(
-          f"config.loss.{key} is not a hyper-parameter of method "
-          f"{config.method!r} (form {form!r}); it accepts "
-          f"{', '.join(sorted(params)) or 'none'}{hint}")
-      continue
-    rule = _LOSS_RULES.get(key)
-    if rule is None and key.endswith("weight"):
-      rule = _real(0.0)
-    if rule is not None and (why := rule(value)) is not None:
-      problems.append(f"config.loss.{key}={value!r}: must be {why}")
-  return problems
-
-
 def _name_problems(config) -> list[str]:
-  """Names that must be keys of the library's registries."""
-  from ssljax import methods, models  # pylint: disable=import-outside-toplevel
+  """The encoder name against ``ssljax.models.ENCODERS``."""
+  from ssljax import models  # pylint: disable=import-outside-toplevel
+  encoder = config.model.encoder
+  if encoder not in models.ENCODERS:
+    return [f"config.model.encoder={encoder!r}: must be one of "
+            f"{', '.join(map(repr, sorted(models.ENCODERS)))}"]
+  return []
+
+
+def _unread_problems(config, method_fields: dict) -> list[str]:
+  """Fields that neither the common part nor the method reads: refused, so
+  no option is accepted and then silently ignored."""
+  known = set(_RULES) | set(method_fields)
   problems = []
-  if config.get("method") not in methods.METHODS:
-    problems.append(f"config.method={config.get('method')!r}: must be one of "
-                    f"{', '.join(map(repr, sorted(methods.METHODS)))}")
-  encoders = getattr(models, "ENCODERS", None)
-  model = config.get("model")
-  if model is not None and encoders is not None and model.get("encoder") not in encoders:
-    problems.append(f"config.model.encoder={model.get('encoder')!r}: must be one "
-                    f"of {', '.join(map(repr, sorted(encoders)))}")
-  kinds = methods.GRAPH_KINDS + methods.DATASET_GRAPH_KINDS
-  graph = config.get("graph")
-  if graph is not None and graph.get("kind") not in kinds:
-    problems.append(f"config.graph.kind={graph.get('kind')!r}: must be one of "
-                    f"{', '.join(map(repr, kinds))}")
-  if not problems:  # combinations, once every name is known
-    try:
-      methods.check_method(config.method, config.loss.form,
-                           config.views.num_views + config.views.num_local_views,
-                           config.graph.kind)
-    except ValueError as e:
-      problems.append(f"config.method/loss.form/views.num_views/graph.kind: {e}")
+  for path in field_paths(config):
+    if path in known or path.startswith(_FREE) or path.startswith("loss."):
+      continue  # loss.* keys: the method's own check names them
+    problems.append(f"config.{path} is not read by method "
+                    f"{config.get('method')!r}; remove it")
   return problems
 
 
@@ -410,6 +231,11 @@ def _evals_problems(config) -> list[str]:
 def validate(config: ml_collections.ConfigDict) -> None:
   """Checks every field of a main-job config; cheap, loads no data.
 
+  In order: fields renamed since earlier versions (one line naming the new
+  name), the common fields (`configs/common.py`), the method's own fields
+  and checks (`ssljax.methods.config_problems`), fields nothing reads, and
+  ``config.evals``.
+
   Args:
     config: the run's ConfigDict (``configs/*.py`` after overrides).
 
@@ -417,7 +243,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
     ConfigError: one line naming every bad field as ``config.<path>=<value>:
       must be <what is allowed>`` (``; ``-separated), or a missing field.
   """
-  problems = []
+  from ssljax import methods  # pylint: disable=import-outside-toplevel
+  problems = config_rules.renamed_problems(config)
+  if problems:
+    raise ConfigError("; ".join(problems))
   for path, rule in _RULES.items():
     try:
       value = _get(config, path)
@@ -432,12 +261,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if not problems:
     problems += _name_problems(config)
   if not problems:
-    problems += _loss_problems(config)
-  queue = config.loss.get("queue_size") if not problems else None
-  if isinstance(queue, int) and queue < config.batch_size:
-    problems.append(f"config.loss.queue_size={queue}: must be >= "
-                    f"config.batch_size={config.batch_size} (each step "
-                    "enqueues a whole batch)")
+    problems += methods.config_problems(config)
+  if not problems:
+    problems += _unread_problems(config, methods.config_fields(config))
   problems += _evals_problems(config)
   if problems:
     raise ConfigError("; ".join(problems))

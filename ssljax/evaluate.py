@@ -212,10 +212,54 @@ def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
 
 
 def _representations(state, x):
-  """Encoder output h (before the projector), BatchNorm in inference mode."""
-  out = state.apply_fn({"params": state.params,
-                        "batch_stats": state.batch_stats}, x, train=False)
-  return out[0]  # (h, z) or (h, z, p)
+  """The method's representation h, BatchNorm in inference mode."""
+  return state.representation(x)
+
+
+# Added to the variance before the square root, in the online probe's
+# standardisation (train step and evaluator alike).
+ONLINE_PROBE_STATS_EPS = 1e-5
+
+
+def online_probe_update(probe: dict, h_BxD, labels, probe_tx):
+  """One step of the online linear probe on stop-gradient features h.
+
+  h is standardised by the batch's statistics (a BatchNorm without affine
+  parameters, whose running statistics, momentum 0.9, the evaluator
+  `ssljax.evaluators.online_probe` uses); rows with label −1 are left out.
+
+  Args:
+    probe: {"params": {"kernel" (D, C), "bias" (C,)}, "opt_state",
+      "stats": {"mean" (D,), "var" (D,)}} (`ssljax.train.TrainState.probe`).
+    h_BxD: (B, D) representations (any float dtype; no gradient flows back).
+    labels: int32 (B,) class labels, −1 unknown.
+    probe_tx: the probe's optax optimiser.
+
+  Returns:
+    (new probe, {"online_probe_loss", "online_probe_train_accuracy"}:
+    float32 0-d cross-entropy and accuracy over the known rows).
+  """
+  h_BxD = jax.lax.stop_gradient(h_BxD).astype(jnp.float32)
+  mean, var = jnp.mean(h_BxD, 0), jnp.var(h_BxD, 0)
+  h_BxD = (h_BxD - mean) * jax.lax.rsqrt(var + ONLINE_PROBE_STATS_EPS)
+  stats = jax.tree.map(lambda old, new: 0.9 * old + 0.1 * new,
+                       probe["stats"], {"mean": mean, "var": var})
+  known = labels >= 0
+
+  def loss_fn(params):
+    logits = h_BxD @ params["kernel"] + params["bias"]
+    ce = optax.softmax_cross_entropy_with_integer_labels(
+        logits, jnp.maximum(labels, 0))
+    count = jnp.maximum(jnp.sum(known), 1)
+    hits = (jnp.argmax(logits, -1) == labels) & known
+    return jnp.sum(ce * known) / count, jnp.sum(hits) / count
+
+  params = probe["params"]
+  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+  updates, opt_state = probe_tx.update(grads, probe["opt_state"], params)
+  return ({"params": optax.apply_updates(params, updates),
+           "opt_state": opt_state, "stats": stats},
+          {"online_probe_loss": loss, "online_probe_train_accuracy": accuracy})
 
 
 def extract_features(state, images, batch_size, mesh,
@@ -224,8 +268,8 @@ def extract_features(state, images, batch_size, mesh,
   """Encoder representations of a train state's network, batched over a mesh.
 
   Args:
-    state: a ``ssljax.train.TrainState`` (its ``apply_fn`` returns the
-      encoder output h and the projection; BatchNorm runs in inference mode).
+    state: a ``ssljax.train.TrainState`` (``state.representation``: the
+      method's representation h, BatchNorm in inference mode).
     images: uint8 (N, H, W, C) images, or an iterable of uint8 chunks
       (n_i, H, W, C) with n_i <= batch_size (a streamed split); scaled here
       to [0, 1].

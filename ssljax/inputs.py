@@ -21,14 +21,19 @@ __all__ = ["uses_labels", "uses_edges", "uses_edge_info", "dataset_graph",
            "batch_shardings", "to_device_batch", "skipped_images_warning"]
 
 
+def _graph_kind(config: ml_collections.ConfigDict) -> str:
+  """``config.graph.kind``; "views" for a method without a graph group."""
+  return config.graph.kind if "graph" in config else "views"
+
+
 def uses_labels(config: ml_collections.ConfigDict) -> bool:
   """Whether the loss graph is built from the batch labels."""
-  return config.graph.kind in ("supervised", "mixed")
+  return _graph_kind(config) in ("supervised", "mixed")
 
 
 def uses_edges(config: ml_collections.ConfigDict) -> bool:
   """Whether batches are edges of a whole-dataset graph (edge_batches)."""
-  return config.graph.kind in methods.DATASET_GRAPH_KINDS
+  return _graph_kind(config) in methods.DATASET_GRAPH_KINDS
 
 
 def uses_edge_info(config: ml_collections.ConfigDict) -> bool:

@@ -22,20 +22,20 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
-from ssljax import (checkpoints, config_validation, data, ema, evaluators,
-                    inputs, methods, monitor, report)
+from ssljax import (checkpoints, config_validation, data, evaluate,
+                    evaluators, inputs, methods, monitor, report)
 # Re-exported (train.__all__): the state and what builds it.
 from ssljax.train_state import (TrainState, create_learning_rate_fn,
-                                create_network, create_optimizer,
-                                create_probe_optimizer, create_train_state)
-from ssljax.evaluators import context as eval_context, online_probe
+                                create_optimizer, create_probe_optimizer,
+                                create_train_state)
+from ssljax.evaluators import context as eval_context
 # Re-exported (train.__all__): the data side of a config.
 from ssljax.inputs import (dataset_graph, known_labels, source_labels,
                            uses_edges, uses_labels)
 from ssljax.evaluate import extract_features  # re-exported (train.__all__)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_network", "create_train_state", "create_probe_optimizer",
+           "create_train_state", "create_probe_optimizer", "batch_spec",
            "train_step",
            "sharded_train_step", "uses_labels", "uses_edges", "dataset_graph",
            "known_labels", "make_mesh",
@@ -43,164 +43,70 @@ __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
 
 
 # --------------------------------------------------------------- train step --
-def _forward(apply_fn, params, batch_stats, views):
-  """Each view through the network on its own (train mode): BatchNorm
-  normalises per view, as in the official VICReg code (global and local
-  crops differ in size). Returns (outputs per view, new batch_stats)."""
-  outs = []
-  for x in views:  # V is static: unrolled
-    out, updates = apply_fn({"params": params, "batch_stats": batch_stats},
-                            x, train=True, mutable=["batch_stats"])
-    batch_stats = updates["batch_stats"]
-    outs.append(out)
-  return outs, batch_stats
-
-
-def _online_probe(state, h_BxD, labels, probe_tx):
-  """One step of the online linear probe on stop-gradient features h,
-  standardised by the batch's statistics (a BatchNorm without affine
-  parameters, whose running statistics the evaluator uses); labels −1 are
-  left out. Returns (new probe, metrics)."""
-  h_BxD = jax.lax.stop_gradient(h_BxD).astype(jnp.float32)
-  mean, var = jnp.mean(h_BxD, 0), jnp.var(h_BxD, 0)
-  h_BxD = (h_BxD - mean) * jax.lax.rsqrt(var + online_probe.STATS_EPS)
-  stats = jax.tree.map(lambda old, new: 0.9 * old + 0.1 * new,
-                       state.probe["stats"], {"mean": mean, "var": var})
-  known = labels >= 0
-
-  def loss_fn(params):
-    logits = h_BxD @ params["kernel"] + params["bias"]
-    ce = optax.softmax_cross_entropy_with_integer_labels(
-        logits, jnp.maximum(labels, 0))
-    count = jnp.maximum(jnp.sum(known), 1)
-    hits = (jnp.argmax(logits, -1) == labels) & known
-    return jnp.sum(ce * known) / count, jnp.sum(hits) / count
-
-  params = state.probe["params"]
-  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-  updates, opt_state = probe_tx.update(grads, state.probe["opt_state"], params)
-  return ({"params": optax.apply_updates(params, updates),
-           "opt_state": opt_state, "stats": stats},
-          {"online_probe_loss": loss, "online_probe_train_accuracy": accuracy})
-
-
-def train_step(state: TrainState, batch, *, method: str, loss_kwargs: dict,
-               graph_kwargs: dict | None = None,
-               spec: data.ViewSpec | None = None, seed: int = 0,
-               total_steps: int = 1, steps_per_epoch: int = 1,
-               teacher_momentum: tuple = (0.996, 1.0), probe_tx=None):
-  """One SGD step on a batch: views made on the devices, then the loss.
+def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
+               seed: int = 0, total_steps: int = 1, steps_per_epoch: int = 1,
+               probe_tx=None):
+  """One optimiser step of ``state.method`` on a batch; the same for every
+  method.
 
   The views are made here (`ssljax.data.device_views`), keyed by (seed,
-  state.step), so they are the same after a resume and on any mesh. Each
-  view goes through the network on its own (BatchNorm per view) and the
-  batch axis stays sharded. A method with a momentum teacher runs the
-  teacher on the global views (no gradient) and moves it towards the new
-  parameters with the cosine momentum of ``teacher_momentum`` (BYOL);
-  its memory (queue, centre) is updated by the loss. The online probe, if
-  the state has one, is trained on the stop-gradient representation of
-  view 0 with its own optimiser ``probe_tx``: no gradient reaches the
-  encoder.
+  state.step), so they are the same after a resume and on any mesh. Then
+  the gradient of ``method.loss`` (its forward passes, its loss, its new
+  state), the optimiser, ``method.after_update`` (e.g. the EMA teacher), and,
+  if the state has one, one step of the online probe on the stop-gradient
+  representation of the first global view, with its own optimiser: no
+  gradient reaches the encoder.
 
   Args:
     state: TrainState (replicated).
-    batch: dict from `ssljax.inputs.to_device_batch`: "images" or "views"
-      (uint8, cropped or to crop) or "ready_views" (float32 (V, B, H, W, C)),
-      with "labels" (B,) int32 when the loss graph comes from labels,
-      "probe_labels" (B,) int32 for the online probe, and "edge_info"
-      (3, 2, B) float32 for the VIC² estimate on a dataset graph.
-      An array (V, B, H, W, C) of ready views, or a pair (views, labels or
-      edge info), is accepted too.
-    method, loss_kwargs: the loss, as in ``ssljax.methods.loss_terms`` /
-      ``predictive_terms`` (``loss_kwargs["form"]`` is the form).
-    graph_kwargs: ``batch_graph`` options ("kind", "alpha", "normalize");
-      None means the V-view SSL graph.
-    spec: the run's `ssljax.data.ViewSpec` (None: ready views only).
+    batch: dict from `ssljax.inputs.to_device_batch`: the images, "images"
+      uint8 (B, H, W, C) or "views" (host crops, uint8) or "ready_views"
+      float32 (V, B, H, W, C) (edge batches of a dataset graph); "labels"
+      (B,) int32 when the loss graph reads labels; "probe_labels" (B,)
+      int32 for the online probe; "edge_info" (3, 2, B) float32 for the
+      VIC² estimate on a dataset graph.
+    spec: the run's `ssljax.data.ViewSpec`.
     seed: the run's seed.
-    total_steps, steps_per_epoch: the run's length (momentum and
-      temperature schedules).
-    teacher_momentum: (base, final) EMA momentum of the teacher.
+    total_steps, steps_per_epoch: the run's length (the methods'
+      schedules).
     probe_tx: optax optimiser of the online probe.
 
   Returns:
-    (new state, dict of scalar metrics: the loss terms, "grad_norm", the
-    teacher's "teacher_momentum" and the online probe's loss and accuracy
-    where they exist).
+    (new state, dict of scalar metrics: the method's loss terms and
+    schedules, "grad_norm", and the online probe's loss and accuracy when
+    it trains).
   """
-  on_edges = (graph_kwargs or {}).get("kind") in methods.DATASET_GRAPH_KINDS
-  if not isinstance(batch, dict):
-    views, extra = batch if isinstance(batch, (tuple, list)) else (batch, None)
-    batch = {"ready_views": views}
-    if extra is not None:
-      batch["edge_info" if on_edges else "labels"] = extra
   key = jax.random.fold_in(jax.random.key(seed), state.step)
-  spec = spec or data.ViewSpec(num_global=2)
   views = data.device_views(batch, key, spec)
-  num_global = min(spec.num_global, len(views))
-  recipe = methods.METHODS[method]
-  hparams = dict(loss_kwargs)
-  form = hparams.pop("form")
+  method_batch = {"views": tuple(views)}
+  method_batch.update({k: batch[k] for k in ("labels", "edge_info")
+                       if k in batch})
   schedule = {"step": state.step, "total_steps": total_steps,
               "steps_per_epoch": steps_per_epoch}
+  loss_key = jax.random.fold_in(key, 1 << 20)  # apart from the views' keys
 
-  teacher_out = None
-  if recipe.teacher:
-    outs, teacher_stats = _forward(state.apply_fn, state.teacher["params"],
-                                   state.teacher["batch_stats"],
-                                   views[:num_global])
-    teacher_out = jax.lax.stop_gradient(jnp.stack([o[1] for o in outs]))
-
-  def loss_fn(params):
-    outs, batch_stats = _forward(state.apply_fn, params, state.batch_stats,
-                                 views)
-    z_VxBxK = jnp.stack([o[1] for o in outs])
-    if recipe.predictive:
-      p = jnp.stack([o[2] for o in outs]) if recipe.predictor else z_VxBxK
-      terms, memory = methods.predictive_terms(
-          method, form, {"p": p, "z": z_VxBxK, "t": teacher_out,
-                         "num_global": num_global},
-          state.memory, schedule, **hparams)
-    else:
-      terms = methods.loss_terms(method, z_VxBxK, form=form,
-                                 labels=batch.get("labels"),
-                                 graph=graph_kwargs,
-                                 edge_info=batch.get("edge_info"), **hparams)
-      memory = state.memory
-    return terms["loss"], (terms, batch_stats, memory, outs[0][0])
-
-  grads, (terms, batch_stats, memory, h_BxD) = jax.grad(
-      loss_fn, has_aux=True)(state.params)
-  metrics = {**terms, "grad_norm": optax.tree.norm(grads)}
-  new = state.apply_gradients(grads=grads, batch_stats=batch_stats,
-                              memory=memory)
-  if recipe.teacher:
-    momentum = ema.cosine_momentum(state.step, total_steps,
-                                   base=teacher_momentum[0],
-                                   final=teacher_momentum[1])
-    new = new.replace(teacher={
-        "params": ema.ema_update(state.teacher["params"], new.params,
-                                 momentum),
-        "batch_stats": teacher_stats})
-    metrics["teacher_momentum"] = momentum
+  grads, aux = jax.grad(state.method.loss, has_aux=True)(
+      state.params, state.method_state, method_batch, loss_key, schedule)
+  new = state.apply_gradients(grads=grads)
+  method_state, schedule_metrics = state.method.after_update(
+      aux.state, new.params, schedule)
+  new = new.replace(method_state=method_state)
+  metrics = {**aux.metrics, **schedule_metrics,
+             "grad_norm": optax.tree.norm(grads)}
   if state.probe and "probe_labels" in batch:
-    probe, probe_metrics = _online_probe(state, h_BxD, batch["probe_labels"],
-                                         probe_tx)
+    probe, probe_metrics = evaluate.online_probe_update(
+        state.probe, aux.representation, batch["probe_labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
   return new, metrics
-
-
-def _graph_kwargs(config: ml_collections.ConfigDict) -> dict:
-  return {"kind": config.graph.kind, "alpha": config.graph.alpha,
-          "normalize": config.graph.normalize}
 
 
 def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
                        total_steps: int = 1, steps_per_epoch: int = 1):
   """``train_step`` jitted: state replicated on ``mesh``, the batch as placed.
 
-  ``total_steps`` and ``steps_per_epoch`` set the teacher-momentum and
-  temperature schedules.
+  ``total_steps`` and ``steps_per_epoch`` set the methods' schedules (EMA
+  momentum, temperatures).
 
   The batch arrays keep the shardings they come with (global arrays sharded
   on their batch axis, `ssljax.inputs.to_device_batch`). The input state is
@@ -208,16 +114,24 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
   """
   replicated = NamedSharding(mesh, P())
   return jax.jit(
-      functools.partial(train_step, method=config.method,
-                        loss_kwargs=config.loss.to_dict(),
-                        graph_kwargs=_graph_kwargs(config),
-                        spec=data.view_spec(config.views), seed=config.seed,
-                        total_steps=total_steps,
+      functools.partial(train_step, spec=data.view_spec(config.views),
+                        seed=config.seed, total_steps=total_steps,
                         steps_per_epoch=steps_per_epoch,
-                        teacher_momentum=(config.teacher.momentum,
-                                          config.teacher.final_momentum),
                         probe_tx=create_probe_optimizer(config)),
       out_shardings=(replicated, replicated), donate_argnums=0)
+
+
+def batch_spec(config: ml_collections.ConfigDict,
+               image_shape=None) -> methods.BatchSpec:
+  """The `ssljax.methods.BatchSpec` of a run whose images are
+  ``image_shape`` (H, W, C) (None: ``dataset.channels`` channels at
+  ``views.size``)."""
+  spec = data.view_spec(config.views)
+  channels = image_shape[2] if image_shape else config.dataset.channels
+  size = spec.sizes(image_shape)[0] if image_shape else config.views.size
+  return methods.BatchSpec(view_shape=(size, size, channels),
+                           num_global=spec.num_global,
+                           num_local=spec.num_local)
 
 
 def make_mesh(devices=None):
@@ -269,23 +183,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
                      f"{jax.device_count()} devices")
 
-  # Model, optimiser, state; the network is initialised at the global view size.
-  channels = (train_source.image_shape[2] if train_source.image_shape
-              else config.dataset.channels)
-  view_shape = (spec.sizes(train_source.image_shape)[0],) * 2 + (channels,)
-  network = create_network(config)
+  # Method, optimiser, state; the networks are initialised at the global
+  # view size.
+  shapes = batch_spec(config, train_source.image_shape)
+  view_shape = shapes.view_shape
+  method = methods.build(config)
   lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
                                   steps_per_epoch, total_steps)
   tx = create_optimizer(config.optim, lr_fn)
+  probe_tx = create_probe_optimizer(config)  # None: no online probe
   num_classes = (int(train_source.num_classes or 0)
-                 if config.online_probe.enabled else 0)
+                 if probe_tx is not None else 0)
   # A pure function of the seed: rebuilt for the random-init baseline because
   # the train step donates (frees) the state it is given.
   initial_state = lambda: jax.device_put(create_train_state(
-      network, tx, jax.random.key(config.seed), view_shape,
-      method=config.method, loss_kwargs=config.loss.to_dict(),
-      num_classes=num_classes, probe_tx=create_probe_optimizer(config)),
-      replicated)
+      method, tx, jax.random.key(config.seed), shapes,
+      num_classes=num_classes, probe_tx=probe_tx), replicated)
 
   # Checkpoints: resume from the latest if there is one.
   ckpt = ocp.CheckpointManager(
@@ -319,7 +232,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       view_size=view_shape[0], seed=config.seed, shown=shown,
       announce=lambda line: print(line, flush=True) if shown else None)
   evals = evaluators.build(config.evals, ctx,
-                           baselines=config.eval.baselines)
+                           baselines=config.eval_inputs.baselines)
 
   # Training loop.
   graph, graph_info = None, {}
@@ -413,7 +326,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "dataset": config.dataset.name,
       "method": config.method,
       "loss_form": config.loss.form,
-      "graph": config.graph.kind,
+      **({"graph": config.graph.kind} if "graph" in config else {}),
       **graph_info,
       "epochs": total_steps / steps_per_epoch,
       "steps": total_steps,
@@ -423,14 +336,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "evals": {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                 for k, v in final.items()},
   }
-  # The headline numbers under their historical names.
-  for name, key in (("probe", "probe_test_accuracy"),
-                    ("knn", "knn_test_accuracy"),
-                    ("raw_pixel_probe", "raw_pixel_probe_test_accuracy"),
-                    ("random_init_probe", "random_init_probe_test_accuracy"),
-                    ("online_probe", "online_probe_test_accuracy")):
-    if f"{name}/test_accuracy" in final:
-      results[key] = final[f"{name}/test_accuracy"]
   results["wall_seconds"] = time.time() - start_time
   results["seconds"] = seconds
   if jax.process_index() == 0:

@@ -161,7 +161,7 @@ def build(evals, ctx: EvalContext, *, baselines: bool = True
     evals: as for `validate`.
     ctx: the run's `EvalContext`, given to every evaluator.
     baselines: False leaves out the types marked ``baseline`` (raw-pixel
-      and random-init probes; ``config.eval.baselines``).
+      and random-init probes; ``config.eval_inputs.baselines``).
 
   Returns:
     one ``Evaluator`` instance per entry.

@@ -79,7 +79,7 @@ class Evaluator:
   """
 
   # A baseline (raw pixels, random init): skipped when the run's
-  # ``config.eval.baselines`` is False.
+  # ``config.eval_inputs.baselines`` is False.
   baseline = False
 
   def __init__(self, name: str, ctx: EvalContext, *,

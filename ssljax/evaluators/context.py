@@ -66,22 +66,22 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
 
       def chunks():
         for images, chunk_labels in data.eval_batches(
-            source, batch_size=config.eval.batch_size, size=view_size,
-            crop_fraction=config.eval.crop_fraction):
+            source, batch_size=config.eval_inputs.batch_size, size=view_size,
+            crop_fraction=config.eval_inputs.crop_fraction):
           labels.append(chunk_labels)
           yield images
 
       f = evaluate.extract_features(
-          state, chunks(), config.eval.batch_size, mesh,
+          state, chunks(), config.eval_inputs.batch_size, mesh,
           desc=f"features ({split}, step {int(state.step)})" if shown else None,
-          total=-(-len(source) // config.eval.batch_size))
+          total=-(-len(source) // config.eval_inputs.batch_size))
       y = np.concatenate(labels).astype(np.int32)
       cache[key] = (f, y) if rows is None else (f[rows], y[rows])
     return cache[key]
 
   spec = data.view_spec(config.views)
   spec_global = dataclasses.replace(spec, num_local=0)
-  num = min(config.eval.view_samples, len(train_source))
+  num = min(config.eval_inputs.view_samples, len(train_source))
   num -= num % mesh.size
   rows = np.sort(np.random.default_rng([seed, 3]).choice(
       len(train_source), num, replace=False))
@@ -99,8 +99,8 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
     if view_fn is None:
       def fn(s, images, key):
         views = data.device_views({"images": images}, key, spec_global)
-        outs = [s.apply_fn({"params": s.params, "batch_stats": s.batch_stats},
-                           x, train=False) for x in views]
+        outs = [s.method.embedding(s.params, s.method_state, x)
+                for x in views]
         stack = lambda i: jax.numpy.stack([o[i] for o in outs])
         return stack(0), stack(1)
       view_fn = jax.jit(fn, out_shardings=NamedSharding(mesh, P()))
@@ -108,7 +108,7 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
     shape = train_source.image_shape
     if shape is None or view_size not in (0, shape[0]):
       images = np.stack([crops.center_crop(x, view_size,
-                                           config.eval.crop_fraction)
+                                           config.eval_inputs.crop_fraction)
                          for x in images])
     images = jax.device_put(np.asarray(images),
                             NamedSharding(mesh, P("data")))
@@ -139,7 +139,7 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
       shape = source.image_shape
       if shape is None or view_size not in (0, shape[0]):
         x = np.stack([crops.center_crop(im, view_size,
-                                        config.eval.crop_fraction)
+                                        config.eval_inputs.crop_fraction)
                       for im in x])
       images.append(np.asarray(x, np.uint8))
       labels.append(np.asarray(y, np.int32))

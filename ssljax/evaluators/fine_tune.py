@@ -113,30 +113,28 @@ class Evaluator(base.Evaluator):
     """Trains a copy of the encoder + a zero-initialised linear head.
 
     Args:
-      state: the train state (``apply_fn``, ``params``, ``batch_stats``).
+      state: the train state (its method's ``train_representation`` and
+        ``representation``, ``params``, ``method_state``).
       images: uint8 (n, S, S, C); labels: int (n,) in [0, num_classes).
       num_classes: C of the head.
       seed: seeds batches and flips.
 
     Returns:
-      (params, batch_stats, forward) of the copy: params = {"net": ...,
+      (params, method_state, forward) of the copy: params = {"net": ...,
       "head": {"kernel": (D, C), "bias": (C,)}}; ``forward(params,
-      batch_stats, x, train) -> (logits (B, C), batch_stats)``.
+      method_state, x, train) -> (logits (B, C), method_state)``.
     """
-    apply_fn = state.apply_fn
+    method = state.method
 
-    def forward(params, stats, x, train):
-      variables = {"params": params["net"]}
-      if stats:
-        variables["batch_stats"] = stats
-      if train and stats:
-        (h, _), new = apply_fn(variables, x, train=True,
-                               mutable=["batch_stats"])
-        stats = new["batch_stats"]
+    def forward(params, method_state, x, train):
+      if train:
+        h, method_state = method.train_representation(params["net"],
+                                                      method_state, x)
       else:
-        h, _ = apply_fn(variables, x, train=train)
+        h = method.representation(params["net"], method_state, x)
       h = h.astype(jnp.float32)
-      return h @ params["head"]["kernel"] + params["head"]["bias"], stats
+      return (h @ params["head"]["kernel"] + params["head"]["bias"],
+              method_state)
 
     def loss_fn(params, stats, x, y):
       logits, stats = forward(params, stats, x, True)
@@ -156,17 +154,14 @@ class Evaluator(base.Evaluator):
       updates, opt_state = tx.update(grads, opt_state, params)
       return optax.apply_updates(params, updates), stats, opt_state
 
-    stats = state.batch_stats or {}
     probe_x = self._put(images[:1].astype(np.float32) / 255.0)
-    h_dim = jax.eval_shape(
-        lambda p, x: apply_fn({"params": p, **(
-            {"batch_stats": stats} if stats else {})}, x, train=False)[0],
-        state.params, probe_x).shape[-1]
+    h_dim = jax.eval_shape(method.representation, state.params,
+                           state.method_state, probe_x).shape[-1]
     params = {"net": state.params,
               "head": {"kernel": jnp.zeros((h_dim, num_classes), jnp.float32),
                        "bias": jnp.zeros((num_classes,), jnp.float32)}}
-    params = self._put(jax.device_get(params))  # a copy of the encoder
-    stats = self._put(jax.device_get(stats)) if stats else stats
+    params = self._put(jax.device_get(params))  # a copy of the networks
+    stats = self._put(jax.device_get(state.method_state))
     opt_state = tx.init(params)
     rng = np.random.default_rng(seed)
     key = jax.random.key(seed)

@@ -19,13 +19,13 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ssljax.evaluators import base
+from ssljax import evaluate
+from ssljax.evaluators import base, check_option
 
 __all__ = ["Evaluator", "accuracy"]
 
-
 # Added to the variance before the square root (as in the train step).
-STATS_EPS = 1e-5
+STATS_EPS = evaluate.ONLINE_PROBE_STATS_EPS
 
 
 def accuracy(params: dict, features: np.ndarray, labels: np.ndarray,
@@ -57,7 +57,28 @@ def accuracy(params: dict, features: np.ndarray, labels: np.ndarray,
 
 
 class Evaluator(base.Evaluator):
-  """Scores ``state.probe``; no options besides ``every_steps``."""
+  """Scores ``state.probe``.
+
+  This entry is also the online probe's one switch: a run whose
+  ``config.evals`` has an entry of this type trains the probe in its train
+  step (`ssljax.evaluate.online_probe_update`) with AdamW of the options
+  below; a run without one trains none.
+
+  Options:
+    learning_rate: the probe's AdamW learning rate (> 0; 1e-2).
+    weight_decay: its decoupled weight decay (>= 0; 0).
+  """
+
+  def __init__(self, name, ctx, *, every_steps=None, learning_rate=1e-2,
+               weight_decay=0.0):
+    super().__init__(name, ctx, every_steps=every_steps)
+    ok = lambda v, lo: (isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and v >= lo)
+    check_option(name, "learning_rate", learning_rate,
+                 ok(learning_rate, 0) and learning_rate > 0, "a number > 0")
+    check_option(name, "weight_decay", weight_decay, ok(weight_decay, 0),
+                 "a number >= 0")
+    self.learning_rate, self.weight_decay = learning_rate, weight_decay
 
   def run(self, state):
     probe = getattr(state, "probe", None)

@@ -12,65 +12,46 @@ dtype, parameters stay float32). ``ENCODERS`` names them for configs:
   ``ssljax.models.vit``; position embeddings are sized at init and
   interpolated for other resolutions (multi-crop).
 
-The projector (``ssljax.models.heads``) returns float32 embeddings even in
-bf16 runs.
+Heads: the projector/predictor MLP (``ssljax.models.heads.Projector``) and
+the DINO head (``DINOHead``) return float32 embeddings even in bf16 runs.
+The methods (`ssljax.methods`) compose encoder and heads with
+``EncoderProjector`` or ``EncoderProjectorPredictor``.
 """
 
 import jax.numpy as jnp
 
 from ssljax.models.dino_head import DINOHead
 from ssljax.models.encoders import MLPEncoder, SmallCNN
-from ssljax.models.heads import Projector, SSLNetwork
+from ssljax.models.heads import Projector
+from ssljax.models.networks import EncoderProjector, EncoderProjectorPredictor
 from ssljax.models.resnet import ResNet, ResNet18, ResNet50
 from ssljax.models.vit import (VisionTransformer, ViTSmall16, ViTTiny16,
                                interpolate_pos_embed)
 
 __all__ = ["MLPEncoder", "SmallCNN", "ResNet", "ResNet18", "ResNet50",
            "VisionTransformer", "ViTTiny16", "ViTSmall16",
-           "interpolate_pos_embed", "Projector", "SSLNetwork", "ENCODERS",
-           "HEADS", "make_network", "DINOHead"]
+           "interpolate_pos_embed", "Projector", "ENCODERS", "make_encoder",
+           "DINOHead", "EncoderProjector", "EncoderProjectorPredictor"]
 
 ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18,
             "resnet50": ResNet50, "vit_tiny16": ViTTiny16,
             "vit_small16": ViTSmall16}
 
 
-HEADS = ("projector", "dino")
-
-
-def make_network(encoder_name: str, encoder_kwargs: dict,
-                 projector_features, dtype=jnp.float32, *,
-                 predictor_features=(), head: str = "projector",
-                 head_kwargs: dict | None = None) -> SSLNetwork:
-  """Builds encoder + head (+ predictor) from names and keyword arguments.
+def make_encoder(name: str, kwargs: dict, dtype=jnp.float32):
+  """The encoder ``ENCODERS[name](dtype=dtype, **kwargs)``.
 
   Args:
-    encoder_name: one of ``ENCODERS`` ("mlp", "cnn", "resnet18", "resnet50",
+    name: one of ``ENCODERS`` ("mlp", "cnn", "resnet18", "resnet50",
       "vit_tiny16", "vit_small16").
-    encoder_kwargs: attributes of that encoder class (e.g. ``channels``,
-      ``stem``).
-    projector_features: widths of the projector layers; the last is K
-      (head "projector").
-    dtype: computation dtype of every part (jnp.float32 or jnp.bfloat16).
-    predictor_features: widths of the predictor MLP on z (same layer form
-      as the projector: Dense-BN-ReLU, last Dense); empty: no predictor.
-    head: "projector" (`Projector`) or "dino" (`DINOHead`, ``head_kwargs``
-      its attributes; ``projector_features`` unused).
-    head_kwargs: attributes of the DINO head.
+    kwargs: attributes of that encoder class (e.g. ``channels``, ``stem``).
+    dtype: computation dtype (jnp.float32 or jnp.bfloat16; parameters stay
+      float32).
 
   Raises:
-    ValueError: unknown encoder or head name.
+    ValueError: an unknown encoder name.
   """
-  if encoder_name not in ENCODERS:
+  if name not in ENCODERS:
     raise ValueError(
-        f"unknown encoder {encoder_name!r}; expected one of {sorted(ENCODERS)}")
-  if head not in HEADS:
-    raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
-  encoder = ENCODERS[encoder_name](dtype=dtype, **encoder_kwargs)
-  if head == "dino":
-    projector = DINOHead(dtype=dtype, **(head_kwargs or {}))
-  else:
-    projector = Projector(tuple(projector_features), dtype=dtype)
-  predictor = (Projector(tuple(predictor_features), dtype=dtype)
-               if len(predictor_features) else None)
-  return SSLNetwork(encoder, projector, predictor)
+        f"unknown encoder {name!r}; expected one of {sorted(ENCODERS)}")
+  return ENCODERS[name](dtype=dtype, **kwargs)

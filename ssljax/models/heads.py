@@ -1,11 +1,11 @@
-"""Projector head and the encoder+projector network used in pretraining."""
+"""The projector (and predictor) MLP head."""
 
 from collections.abc import Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-__all__ = ["Projector", "SSLNetwork"]
+__all__ = ["Projector"]
 
 
 class Projector(nn.Module):
@@ -35,25 +35,3 @@ class Projector(nn.Module):
     # and in float64 when the model computes in float64 (x64 checks).
     out_dtype = jnp.promote_types(self.dtype, jnp.float32)
     return nn.Dense(self.features[-1], dtype=self.dtype)(x).astype(out_dtype)
-
-
-class SSLNetwork(nn.Module):
-  """Encoder f_θ, projector g_φ and, for the predictive methods, predictor q_ψ.
-
-  Returns (h, z) without a predictor and (h, z, p) with one: h (B, D) is
-  the representation that is linearly probed, z (B, K) the projector output
-  (the embedding the SSL loss sees, or the target of BYOL / SimSiam / MoCo v3
-  / NNCLR), p = q_ψ(z) (B, K') the prediction (Grill et al. 2020, arXiv
-  2006.07733, §3.1). The head of DINO (`ssljax.models.DINOHead`) plays the
-  projector's part.
-  """
-  encoder: nn.Module
-  projector: nn.Module
-  predictor: nn.Module | None = None
-
-  def __call__(self, x, train: bool = True):
-    h = self.encoder(x, train=train)
-    z = self.projector(h, train=train)
-    if self.predictor is None:
-      return h, z
-    return h, z, self.predictor(z, train=train)

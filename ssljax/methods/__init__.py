@@ -1,0 +1,87 @@
+"""SSL methods by name: one module per method, one protocol.
+
+``config.method`` names a module ``ssljax.methods.<name>`` that defines one
+class ``Method`` (a subclass of `ssljax.methods.base.Method`): it owns its
+networks, its trainable parameters and its state (EMA teacher, queue,
+centre), and its loss call; the train step only calls ``init``, ``loss``,
+``after_update`` and ``representation`` (see `ssljax.methods.base` for the
+protocol and the batch contract). ``build(config)`` makes the method of a
+run; ``config_problems(config)`` runs its config checks.
+
+Methods: joint-embedding losses of the embeddings and a graph (vicreg,
+simclr, barlow_twins, spectral_contrastive, frossl, wmse;
+`ssljax.methods.joint_embedding`), and the teacher–student / predictor
+methods (byol, simsiam, mocov3, dino, nnclr).
+
+Adding a method = one module here + its config + its tests + one docs
+entry (docs/guide/new_method.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ssljax import config_rules
+from ssljax.methods.base import BatchSpec, LossAux, Method
+from ssljax.methods.joint_embedding import (DATASET_GRAPH_KINDS, GRAPH_KINDS,
+                                            batch_graph)
+
+__all__ = ["BatchSpec", "LossAux", "Method", "available", "get", "build",
+           "config_fields", "config_problems", "GRAPH_KINDS",
+           "DATASET_GRAPH_KINDS", "batch_graph"]
+
+# Modules of this package that are not methods.
+_NOT_METHODS = ("base", "joint_embedding", "ema_teacher")
+
+
+def available() -> list[str]:
+  """Sorted method names: the public modules of this package that are
+  methods."""
+  return sorted(m.name for m in pkgutil.iter_modules(__path__)
+                if not m.name.startswith("_") and m.name not in _NOT_METHODS)
+
+
+def get(name: str) -> type:
+  """The ``Method`` class of method ``name``.
+
+  Raises:
+    ValueError: an unknown name (listing the available ones).
+  """
+  if name not in available():
+    raise ValueError(f"unknown method {name!r}; expected one of "
+                     f"{', '.join(map(repr, available()))}")
+  return importlib.import_module(f"ssljax.methods.{name}").Method
+
+
+def build(config) -> Method:
+  """The method of a run: ``get(config.method)(config)``.
+
+  Raises:
+    ValueError: an unknown ``config.method``.
+  """
+  return get(config.method)(config)
+
+
+def config_fields(config) -> dict:
+  """Dotted path -> rule of the fields ``config.method`` reads beyond the
+  common ones ({} for an unknown method)."""
+  if config.get("method") not in available():
+    return {}
+  return {"method": config_rules.anything,
+          **get(config.method).config_fields(config)}
+
+
+def config_problems(config) -> list[str]:
+  """One line per problem of the method's own fields: an unknown method,
+  a missing field or one that breaks its rule, then the method's cross-field
+  checks (only when every field passes its rule)."""
+  name = config.get("method")
+  if name not in available():
+    return [f"config.method={name!r}: must be one of "
+            f"{', '.join(map(repr, available()))}"]
+  cls = get(name)
+  if "loss" not in config or "form" not in config.loss:
+    return ["config.loss.form is missing (a method config must set it)"]
+  problems = config_rules.check_fields(config, cls.config_fields(config))
+  return problems or cls.check_config(config)

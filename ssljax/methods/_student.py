@@ -1,0 +1,50 @@
+"""Pieces shared by the methods that read more than the embeddings: the
+predictor network, the flattened views and the crop graph of multi-crop."""
+
+import jax.numpy as jnp
+
+from ssljax import config_rules as rules, losses, models
+from ssljax.methods import base
+
+__all__ = ["PREDICTOR_FIELDS", "predictor_network", "projector_network",
+           "flat", "crops_graph", "stack"]
+
+PREDICTOR_FIELDS = {"model.projector": rules.nonempty_widths,
+                    "model.predictor": rules.nonempty_widths}
+
+
+def projector_network(config):
+  """`ssljax.models.EncoderProjector` of ``config.model`` (the teachers)."""
+  dtype = base.compute_dtype(config)
+  return models.EncoderProjector(
+      base.encoder_of(config),
+      models.Projector(tuple(config.model.projector), dtype=dtype))
+
+
+def predictor_network(config):
+  """`ssljax.models.EncoderProjectorPredictor` of ``config.model``: the
+  predictor has the projector's layer form (Dense-BN-ReLU, last Dense)."""
+  dtype = base.compute_dtype(config)
+  return models.EncoderProjectorPredictor(
+      base.encoder_of(config),
+      models.Projector(tuple(config.model.projector), dtype=dtype),
+      models.Projector(tuple(config.model.predictor), dtype=dtype))
+
+
+def stack(outs, key):
+  """(V, B, ·) array of output ``key`` of V per-view output dicts."""
+  return jnp.stack([o[key] for o in outs])
+
+
+def flat(x_VxBxK):
+  """(V·B, K), view-major rows."""
+  return x_VxBxK.reshape(-1, x_VxBxK.shape[-1])
+
+
+def crops_graph(p_VxBxK, num_global):
+  """The crop graph (V·B, G·B): row = a view, column = a global view, 1
+  where they are different views of one image (`losses.dino_crops_graph`);
+  with V = G = 2 it is ``graphs.views_graph(B, 2)``."""
+  num_views, batch, _ = p_VxBxK.shape
+  return losses.dino_crops_graph(batch, num_global, num_views - num_global,
+                                 dtype=p_VxBxK.dtype)

@@ -1,0 +1,127 @@
+"""DINO (Caron et al. 2021, arXiv 2104.14294) as a method.
+
+Networks: the student encoder + DINO head (`ssljax.models.DINOHead`, from
+``config.model.dino_head``) and an EMA teacher of the same
+(`ssljax.methods.ema_teacher`); state: the centre (K,) of the teacher
+outputs. Loss (eq. (3)): the cross-entropy between the centred, sharpened
+teacher distribution of each global crop and the student distribution of
+every other crop, the teacher temperature warmed up linearly from
+``warmup_teacher_temperature`` to ``teacher_temperature`` over
+``teacher_temperature_warmup_epochs``; then the centre's EMA update
+(momentum ``center_momentum``). Forms: ``"multi_view"`` (the official
+pairing, `losses.dino_terms`) and ``"graph"`` (Σ_ij G_ij H(P_t,j, P_s,i) / Σ G
+over the crop graph, `losses.dino_graph`), equal to it.
+"""
+
+import jax.numpy as jnp
+
+from ssljax import config_rules as rules, losses, models
+from ssljax.methods import _student, base, ema_teacher
+
+__all__ = ["Method"]
+
+_HEAD_FIELDS = {
+    "model.dino_head.out_dim": rules.integer(1),
+    "model.dino_head.hidden_dim": rules.integer(1),
+    "model.dino_head.bottleneck_dim": rules.integer(1),
+    "model.dino_head.num_layers": rules.integer(1),
+    "model.dino_head.use_bn": rules.boolean,
+    "model.dino_head.norm_last_layer": rules.boolean,
+}
+
+
+def _hparams(student_temperature: float = 0.1,
+             teacher_temperature: float = 0.04,
+             warmup_teacher_temperature: float = 0.04,
+             teacher_temperature_warmup_epochs: float = 0.0,
+             center_momentum: float = 0.9):
+  return dict(locals())
+
+
+def _multi_view(s_VxBxK, t_GxBxK, center_K, *, student_temperature: float = 0.1,
+                teacher_temperature: float = 0.04):
+  return losses.dino_terms(s_VxBxK, t_GxBxK, center_K,
+                           student_temperature=student_temperature,
+                           teacher_temperature=teacher_temperature)
+
+
+def _graph(s_VxBxK, t_GxBxK, center_K, *, student_temperature: float = 0.1,
+           teacher_temperature: float = 0.04):
+  g = _student.crops_graph(s_VxBxK, t_GxBxK.shape[0])
+  return {"loss": losses.dino_graph(
+      _student.flat(s_VxBxK), _student.flat(t_GxBxK), center_K, g,
+      student_temperature=student_temperature,
+      teacher_temperature=teacher_temperature)}
+
+
+def _accepts_all(fn):
+  """A form's signature for config checks: the temperatures' schedule and
+  the centre momentum are hyper-parameters of every form."""
+  def form(*args, student_temperature: float = 0.1,
+           teacher_temperature: float = 0.04,
+           warmup_teacher_temperature: float = 0.04,
+           teacher_temperature_warmup_epochs: float = 0.0,
+           center_momentum: float = 0.9):
+    del args, student_temperature, teacher_temperature
+    del warmup_teacher_temperature, teacher_temperature_warmup_epochs
+    del center_momentum
+  form.__name__ = fn.__name__
+  return form
+
+
+class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
+  """DINO: self-distillation with a centred, sharpened EMA teacher."""
+
+  name = "dino"
+  FORMS = {"multi_view": _multi_view, "graph": _graph}
+  forms = tuple(FORMS)
+  _SIGNATURES = {f: _accepts_all(fn) for f, fn in FORMS.items()}
+
+  def __init__(self, config):
+    super().__init__(config)
+    dtype = base.compute_dtype(config)
+    head = lambda: models.DINOHead(dtype=dtype,
+                                   **config.model.dino_head.to_dict())
+    self.network = models.EncoderProjector(base.encoder_of(config), head())
+    self.teacher_network = models.EncoderProjector(base.encoder_of(config),
+                                                   head())
+    self.hparams = _hparams(**base.loss_hparams(config))
+
+  @classmethod
+  def config_fields(cls, config):
+    return {**_HEAD_FIELDS, **ema_teacher.TEACHER_FIELDS,
+            **base.loss_fields(config, cls._SIGNATURES)}
+
+  @classmethod
+  def check_config(cls, config):
+    return base.loss_key_problems(config, cls.name, cls._SIGNATURES)
+
+  def init(self, key, batch_spec):
+    params, state = super().init(key, batch_spec)
+    dim = self.config.model.dino_head.out_dim
+    state = {**state, "center": jnp.zeros((dim,), jnp.float32)}
+    return params, self.init_teacher(params, state)
+
+  def teacher_temperature(self, schedule):
+    """τ_t at ``schedule["step"]``: the linear warm-up then constant."""
+    h = self.hparams
+    warmup = int(round(h["teacher_temperature_warmup_epochs"]
+                       * schedule["steps_per_epoch"]))
+    return losses.dino_teacher_temperature(
+        schedule["step"], warmup, start=h["warmup_teacher_temperature"],
+        end=h["teacher_temperature"])
+
+  def loss(self, params, state, batch, key, schedule):
+    del key
+    t_GxBxK, state = self.teacher_forward(state, batch["views"])
+    outs, stats = self.forward(params, state["batch_stats"], batch["views"])
+    tau_t = self.teacher_temperature(schedule)
+    terms = self.FORMS[self.config.loss.form](
+        _student.stack(outs, "z"), t_GxBxK, state["center"],
+        student_temperature=self.hparams["student_temperature"],
+        teacher_temperature=tau_t)
+    center = losses.dino_center_update(
+        state["center"], t_GxBxK, momentum=self.hparams["center_momentum"])
+    new = {**state, "batch_stats": stats, "center": center}
+    return terms["loss"], base.LossAux(
+        {**terms, "teacher_temperature": tau_t}, new, outs[0]["h"])

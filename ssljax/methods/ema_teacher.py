@@ -1,0 +1,64 @@
+"""The EMA teacher (momentum target) of BYOL, MoCo v3 and DINO.
+
+A teacher network has the student's encoder and projector; its weights ξ are
+no parameters of the optimiser but part of the method's state: they start as
+a copy of the student's and, after each optimiser step, move towards them,
+ξ ← τ_k ξ + (1 − τ_k) θ, with τ_k on BYOL's cosine from
+``config.teacher.momentum`` to ``config.teacher.final_momentum``
+(`ssljax.ema`). The teacher sees the G global views only, in train mode
+(its BatchNorm statistics are its own), under stop-gradient.
+
+References:
+  Grill et al. 2020, arXiv 2006.07733, §3.2; Chen, Xie & He 2021, arXiv
+  2104.02057, Algorithm 1; Caron et al. 2021, arXiv 2104.14294, §3.1.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from ssljax import config_rules as rules, ema
+from ssljax.methods import base
+
+__all__ = ["TEACHER_FIELDS", "EMATeacherMixin"]
+
+TEACHER_FIELDS = {"teacher.momentum": rules.real(0.0, 1.0),
+                  "teacher.final_momentum": rules.real(0.0, 1.0)}
+_TEACHER_PARTS = ("encoder", "projector")
+
+
+class EMATeacherMixin:
+  """For a `base.SingleNetworkMethod` whose ``teacher_network`` (an
+  `ssljax.models.EncoderProjector`) shares the student's encoder and
+  projector: state["teacher"] = {"params", "batch_stats"}."""
+
+  teacher_network = None
+
+  def init_teacher(self, params, state) -> dict:
+    """``state`` plus the teacher, a copy (own buffers: the train step
+    donates the state) of the student's encoder and projector."""
+    pick = lambda tree: {k: tree[k] for k in _TEACHER_PARTS if k in tree}
+    teacher = jax.tree.map(jnp.copy, {
+        "params": pick(params), "batch_stats": pick(state["batch_stats"])})
+    return {**state, "teacher": teacher}
+
+  def teacher_forward(self, state, views) -> tuple:
+    """(stop-gradient teacher outputs z (G, B, K) of the global views, the
+    state with the teacher's new BatchNorm statistics)."""
+    teacher = state["teacher"]
+    outs, stats = base.forward_views(
+        self.teacher_network.apply,
+        lambda s: {"params": teacher["params"], "batch_stats": s},
+        teacher["batch_stats"], views[:self.config.views.num_global])
+    z_GxBxK = jax.lax.stop_gradient(jnp.stack([o["z"] for o in outs]))
+    return z_GxBxK, {**state, "teacher": {**teacher, "batch_stats": stats}}
+
+  def after_update(self, state, params, schedule):
+    momentum = ema.cosine_momentum(
+        schedule["step"], schedule["total_steps"],
+        base=self.config.teacher.momentum,
+        final=self.config.teacher.final_momentum)
+    teacher = state["teacher"]
+    student = {k: params[k] for k in teacher["params"]}
+    new = {**teacher, "params": ema.ema_update(teacher["params"], student,
+                                               momentum)}
+    return {**state, "teacher": new}, {"teacher_momentum": momentum}

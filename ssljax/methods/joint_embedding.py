@@ -1,0 +1,221 @@
+"""Joint-embedding methods: a loss of the projector outputs Z and a graph G.
+
+VICReg, SimCLR, Barlow Twins, spectral contrastive, FroSSL and W-MSE see only
+the embeddings of the V views, z (V, B, K) (view v of sample i at [v, i]).
+Each offers some of three loss forms of `ssljax.losses`:
+
+* ``"two_view"``: the original paper's two-view loss (V = 2);
+* ``"multi_view"``: the original paper's loss over V >= 2 views (FroSSL);
+* ``"graph"``: the loss over (Z, G), Z the views stacked view-major
+  (V·B, K) and G the batch graph of `batch_graph`: the V-view SSL graph,
+  the supervised graph of the batch labels, or a mixture of the two.
+
+`JointEmbeddingMethod` is their shared implementation (one network
+`ssljax.models.EncoderProjector`, state = BatchNorm statistics); a method
+module sets its name and its forms. ``config.graph`` chooses G: a batch
+graph (GRAPH_KINDS) or a whole-dataset graph trained on sampled edges
+(DATASET_GRAPH_KINDS).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from ssljax import config_rules as rules, graphs, losses, models
+from ssljax.methods import base
+
+__all__ = ["GRAPH_KINDS", "DATASET_GRAPH_KINDS", "JointEmbeddingMethod",
+           "batch_graph", "terms_of"]
+
+GRAPH_KINDS = ("views", "supervised", "mixed")
+# Graphs over the whole train set, trained on sampled edges
+# (ssljax.graphs.edges, ssljax.data.edge_batches): the two views of a batch
+# row are the endpoints of one edge. Form "two_view" uses the method's
+# original loss on the edge pairs; form "graph" is the unbiased edge
+# estimate of VIC² (losses.edge_vic2_terms), spectral_contrastive only.
+DATASET_GRAPH_KINDS = ("dataset_knn", "dataset_supervised", "edge_list")
+
+GRAPH_FIELDS = {
+    "graph.kind": rules.one_of(*GRAPH_KINDS, *DATASET_GRAPH_KINDS),
+    "graph.alpha": rules.real(0.0, 1.0),
+    "graph.label_fraction": rules.real(0.0, 1.0),
+    "graph.normalize": rules.boolean,
+    "graph.knn_k": rules.integer(1),
+    "graph.knn_features": rules.one_of("pixels", "pca"),
+    "graph.knn_pca_dim": rules.integer(1),
+    "graph.supervised_per_node": rules.integer(1),
+    "graph.edge_list_path": rules.anything,
+    "graph.edge_sampling": rules.one_of("weighted", "uniform"),
+    "graph.augment_edges": rules.boolean,
+}
+
+
+def terms_of(name: str):
+  """``losses.<name>_terms`` if the library has it, else ``losses.<name>``
+  wrapped to return {"loss": value}."""
+  fn = getattr(losses, name + "_terms", None)
+  if fn is not None:
+    return fn
+  scalar = getattr(losses, name)
+
+  def terms(*args, **kwargs):
+    return {"loss": scalar(*args, **kwargs)}
+  terms.__wrapped__ = scalar
+  return terms
+
+
+def batch_graph(kind: str, num_views: int, batch: int, labels=None, *,
+                alpha: float = 0.5, normalize: bool = True,
+                dtype=jnp.float32) -> jax.Array:
+  """The graph G over the V·B view-major rows of a training batch.
+
+  * "views": the V-view SSL graph ``graphs.views_graph(B, V)``: the views of
+    one sample are positives (degree V − 1).
+  * "supervised": rows with the same known label are positives, across views
+    and samples; no self loops; a label −1 (unknown) gives an empty row. This
+    is (1_V1_Vᵀ ⊗ YYᵀ) − I restricted to known labels (Cabannes et al. 2023
+    (arXiv 2303.15256): "SSL is a G away from supervised learning").
+  * "mixed": (1 − α)·views + α·supervised (Cabannes et al. 2023 §3).
+
+  With ``normalize`` the label part is rescaled so that its mean degree over
+  the known rows is V − 1, the degree of the views graph: the loss weights
+  tuned for SSL then keep their balance (a convention of ours, not of the
+  papers; the supervised degree otherwise grows with the batch size).
+
+  Args:
+    kind: one of GRAPH_KINDS.
+    num_views, batch: V and B; G is (V·B, V·B).
+    labels: int (B,) batch labels, −1 = unknown; required unless kind="views".
+      May be a tracer (this runs inside the jitted train step).
+    alpha: mixing weight α in [0, 1] for "mixed".
+    normalize: rescale the label part as above.
+    dtype: dtype of G.
+
+  Returns:
+    (V·B, V·B) symmetric array of ``dtype``.
+
+  Raises:
+    ValueError: unknown kind, missing labels or a bad label shape, α outside
+      [0, 1].
+  """
+  if kind not in GRAPH_KINDS:
+    raise ValueError(f"unknown graph kind {kind!r}; expected one of {GRAPH_KINDS}")
+  g_views = graphs.views_graph(batch, num_views, dtype=dtype)
+  if kind == "views":
+    return g_views
+  if labels is None or jnp.shape(labels) != (batch,):
+    raise ValueError(f"graph kind {kind!r} needs labels of shape ({batch},), "
+                     f"got {None if labels is None else jnp.shape(labels)}")
+  if not 0.0 <= alpha <= 1.0:
+    raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+  y_N = jnp.tile(jnp.asarray(labels), num_views)  # view-major rows
+  same_NxN = (y_N[:, None] == y_N[None, :]) & (y_N[:, None] >= 0)
+  g_sup = jnp.where(jnp.eye(num_views * batch, dtype=bool), False,
+                    same_NxN).astype(dtype)
+  if normalize:
+    known = jnp.sum(y_N >= 0)
+    mean_degree = jnp.sum(g_sup) / jnp.maximum(known, 1)
+    g_sup = g_sup * (num_views - 1) / jnp.maximum(mean_degree, 1e-12)
+  if kind == "supervised":
+    return g_sup
+  return (1.0 - alpha) * g_views + alpha * g_sup
+
+
+
+class JointEmbeddingMethod(base.SingleNetworkMethod):
+  """A loss of the embeddings alone; subclasses set ``name`` and ``FORMS``
+  {form: loss function} (two_view: (z1, z2, **hparams); multi_view: (views
+  (V, B, K), **hparams); graph: (z (N, K), g (N, N), **hparams))."""
+
+  FORMS: dict = {}
+
+  def __init__(self, config):
+    super().__init__(config)
+    c = config.model
+    self.network = models.EncoderProjector(
+        base.encoder_of(config),
+        models.Projector(tuple(c.projector), dtype=base.compute_dtype(config)))
+    self.form = config.loss.form
+    self.hparams = base.loss_hparams(config)
+    self.graph_kwargs = {"kind": config.graph.kind,
+                         "alpha": config.graph.alpha,
+                         "normalize": config.graph.normalize}
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    cls.forms = tuple(cls.FORMS)
+
+  @classmethod
+  def config_fields(cls, config):
+    return {"model.projector": rules.nonempty_widths, **GRAPH_FIELDS,
+            **base.loss_fields(config, cls.FORMS)}
+
+  @classmethod
+  def check_config(cls, config):
+    problems = base.loss_key_problems(config, cls.name, cls.FORMS)
+    if problems:
+      return problems
+    num_views = config.views.num_global + config.views.num_local
+    why = _form_problem(cls.name, tuple(cls.FORMS), config.loss.form,
+                        num_views, config.graph.kind)
+    return [f"config.loss.form/views/graph.kind: {why}"] if why else []
+
+  def loss(self, params, state, batch, key, schedule):
+    del key, schedule
+    outs, batch_stats = self.forward(params, state["batch_stats"],
+                                     batch["views"])
+    z_VxBxK = jnp.stack([o["z"] for o in outs])
+    terms = self.terms(z_VxBxK, labels=batch.get("labels"),
+                       edge_info=batch.get("edge_info"))
+    return terms["loss"], base.LossAux(terms, {**state,
+                                               "batch_stats": batch_stats},
+                                       outs[0]["h"])
+
+  def terms(self, z_VxBxK, *, labels=None, edge_info=None) -> dict:
+    """Loss terms of the configured form on the embeddings of V views.
+
+    Args:
+      z_VxBxK: (V, B, K) float embeddings; [v, i] is view v of sample i.
+      labels: int (B,) batch labels (−1 unknown) for label-defined graphs.
+      edge_info: (3, 2, B) float row weights of an edge batch, for form
+        "graph" on a dataset graph (z[0], z[1] are the edge endpoints).
+
+    Returns:
+      dict of scalar terms including "loss".
+    """
+    num_views, batch, k = z_VxBxK.shape
+    fn = self.FORMS[self.form]
+    if self.form == "two_view":
+      return fn(z_VxBxK[0], z_VxBxK[1], **self.hparams)
+    if self.form == "multi_view":
+      return fn(z_VxBxK, **self.hparams)
+    graph = dict(self.graph_kwargs)
+    if graph["kind"] in DATASET_GRAPH_KINDS:
+      return losses.edge_vic2_terms(z_VxBxK, edge_info)
+    g_NxN = batch_graph(graph.pop("kind"), num_views, batch, labels,
+                        dtype=z_VxBxK.dtype, **graph)
+    return fn(z_VxBxK.reshape(num_views * batch, k), g_NxN, **self.hparams)
+
+
+def _form_problem(name, forms, form, num_views, graph_kind):
+  """Why a (form, V, graph kind) does not fit a method, or None."""
+  if form == "two_view" and num_views != 2:
+    return (f"loss form 'two_view' needs 2 views (views.num_global + "
+            f"views.num_local), got {num_views}; use form "
+            f"{'graph' if 'graph' in forms else 'multi_view'!r}")
+  if num_views < 2:
+    return f"SSL losses need at least 2 views, got {num_views}"
+  if graph_kind in DATASET_GRAPH_KINDS:
+    if num_views != 2:
+      return (f"graph kind {graph_kind!r} samples edges, whose two endpoints"
+              f" are the views: needs 2 views, got {num_views}")
+    if form == "graph" and name != "spectral_contrastive":
+      return (f"graph kind {graph_kind!r} with form 'graph' is the unbiased "
+              "edge estimate of VIC² (method 'spectral_contrastive'), got "
+              f"method {name!r}; use form 'two_view'")
+    if form == "multi_view":
+      return (f"graph kind {graph_kind!r} needs form 'two_view' or 'graph', "
+              "got 'multi_view'")
+    return None
+  if graph_kind != "views" and form != "graph":
+    return f"graph kind {graph_kind!r} needs loss form 'graph', got {form!r}"
+  return None

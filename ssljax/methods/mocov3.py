@@ -1,0 +1,59 @@
+"""MoCo v3 (Chen, Xie & He 2021, arXiv 2104.02057) as a method.
+
+Networks: the query encoder + projector + predictor
+(`ssljax.models.EncoderProjectorPredictor`) and the momentum key encoder +
+projector (`ssljax.methods.ema_teacher`). Loss (Algorithm 1): InfoNCE of
+each view's queries against the other view's momentum keys over the global
+batch, times 2τ, symmetrised (`losses.mocov3_two_view`); τ =
+``config.loss.temperature`` (paper: 0.2). One form, ``"two_view"``.
+"""
+
+from ssljax import losses
+from ssljax.methods import _student, base, ema_teacher
+
+__all__ = ["Method"]
+
+
+def _two_view(q_VxBxK, k_GxBxK, *, temperature: float = 0.2):
+  return losses.mocov3_two_view(q_VxBxK[0], q_VxBxK[1], k_GxBxK[0],
+                                k_GxBxK[1], temperature=temperature)
+
+
+class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
+  """MoCo v3: queries from the predictor, keys from the momentum encoder."""
+
+  name = "mocov3"
+  FORMS = {"two_view": _two_view}
+  forms = tuple(FORMS)
+
+  def __init__(self, config):
+    super().__init__(config)
+    self.network = _student.predictor_network(config)
+    self.teacher_network = _student.projector_network(config)
+    self.hparams = base.loss_hparams(config)
+
+  @classmethod
+  def config_fields(cls, config):
+    return {**_student.PREDICTOR_FIELDS, **ema_teacher.TEACHER_FIELDS,
+            **base.loss_fields(config, cls.FORMS)}
+
+  @classmethod
+  def check_config(cls, config):
+    problems = base.loss_key_problems(config, cls.name, cls.FORMS)
+    if not problems and (config.views.num_global + config.views.num_local
+                         != 2):
+      problems.append("method 'mocov3' (form 'two_view') needs 2 views "
+                      "(views.num_global + views.num_local)")
+    return problems
+
+  def init(self, key, batch_spec):
+    params, state = super().init(key, batch_spec)
+    return params, self.init_teacher(params, state)
+
+  def loss(self, params, state, batch, key, schedule):
+    del key, schedule
+    k_GxBxK, state = self.teacher_forward(state, batch["views"])
+    outs, stats = self.forward(params, state["batch_stats"], batch["views"])
+    loss = _two_view(_student.stack(outs, "p"), k_GxBxK, **self.hparams)
+    return loss, base.LossAux({"loss": loss},
+                              {**state, "batch_stats": stats}, outs[0]["h"])
