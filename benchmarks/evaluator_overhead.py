@@ -26,7 +26,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from configs import vicreg as vicreg_config  # noqa: E402
-from ssljax import data, train  # noqa: E402
+from ssljax import data, optimizers, train  # noqa: E402
 
 BEFORE = ("probe", "knn", "raw_pixel_probe", "random_init_probe")
 
@@ -39,7 +39,7 @@ def step_seconds(rounds: int, steps: int) -> dict:
       0, 256, (config.batch_size, 28, 28, 1), dtype=np.uint8)
   labels = np.arange(config.batch_size, dtype=np.int32) % 10
   net = train.create_network(config)
-  tx = train.create_optimizer(config.optim, lambda step: 1e-3)
+  tx = optimizers.create_optimizer(config.optim, lambda step: 1e-3)
   variants = {}
   for name, classes in (("with online probe", 10), ("without", 0)):
     state = train.create_train_state(

@@ -39,7 +39,7 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from ssljax import data, models, train  # noqa: E402
+from ssljax import data, models, optimizers, train  # noqa: E402
 from ssljax.data import synthetic  # noqa: E402
 
 # BYOL's view recipe (Grill et al. 2020, arXiv 2006.07733, Table 6).
@@ -55,8 +55,8 @@ def _views(size, local_size=0, num_local=0):
   if num_local:
     ops = {k: (tuple(v) + (v[1],) * num_local if isinstance(v, tuple) else v)
            for k, v in ops.items()}
-  return {"num_views": 2, "size": size, "crop_scale": (0.08, 1.0),
-          "num_local_views": num_local, "local_size": local_size, **ops}
+  return {"num_global": 2, "size": size, "crop_scale": (0.08, 1.0),
+          "num_local": num_local, "local_size": local_size, **ops}
 
 
 def _spec(*args):
@@ -94,7 +94,7 @@ def _step_rate(host_batch, views, encoder_kwargs, batch):
   spec = data.view_spec(views)
   network = models.make_network("resnet18", encoder_kwargs, (512, 512))
   config = _config(views)
-  tx = train.create_optimizer(config.optim, lambda _: 1e-3)
+  tx = optimizers.create_optimizer(config.optim, lambda _: 1e-3)
   size = spec.sizes((spec.size,))[0]
   state = train.create_train_state(network, tx, jax.random.key(0),
                                    (size, size, 3))
@@ -113,7 +113,7 @@ def _step_rate(host_batch, views, encoder_kwargs, batch):
 def _config(views):
   from configs import vicreg  # pylint: disable=import-outside-toplevel
   config = vicreg.get_config()
-  config.loss.form = "graph" if views["num_local_views"] else "two_view"
+  config.loss.form = "graph" if views["num_local"] else "two_view"
   with config.views.ignore_type():
     for key, value in views.items():
       config.views[key] = value
@@ -168,7 +168,8 @@ def _rss_run(num_images):
           "--config.dataset.train_split=train",
           "--config.dataset.test_split=test",
           "--config.batch_size=32", "--config.num_steps=30",
-          "--config.eval.baselines=False", "--config.eval.batch_size=256",
+          "--config.eval_inputs.baselines=False",
+          "--config.eval_inputs.batch_size=256",
           "--config.checkpoint_every_steps=1000"]
   code = ("import resource, subprocess, sys; "
           "r = subprocess.run([sys.executable, '-m', 'ssljax.main'] + "

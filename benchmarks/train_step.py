@@ -53,7 +53,7 @@ import numpy as np
 
 from configs import simclr as simclr_config
 from configs import vicreg as vicreg_config
-from ssljax import data, train
+from ssljax import data, optimizers, train
 from ssljax.models import encoders
 
 MLP_FEATURES = (512, 512)
@@ -73,7 +73,7 @@ def _config(method: str, encoder: str, dtype: str):
 
 def _model_flops(config, image_hw=(28, 28)) -> float:
   """Hand count of conv/matmul FLOPs of one train step (all V views)."""
-  b, v = config.batch_size, config.views.num_views
+  b, v = config.batch_size, config.views.num_global
   proj = (*((config.model.encoder_kwargs.channels[-1],)
             if config.model.encoder == "cnn" else (MLP_FEATURES[-1],)),
           *config.model.projector)
@@ -104,7 +104,7 @@ def jax_step(config, views: np.ndarray):
   """(run one step and block, XLA flops) for ``config`` on a fixed batch."""
   mesh = train.make_mesh(jax.devices()[:1])
   network = train.create_network(config)
-  tx = train.create_optimizer(config.optim, lambda step: 1e-3)
+  tx = optimizers.create_optimizer(config.optim, lambda step: 1e-3)
   state = train.create_train_state(network, tx, jax.random.key(0),
                                    views.shape[2:])
   step_fn = train.sharded_train_step(config, mesh)

@@ -220,7 +220,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.epochs = 1000  # max_epochs: 1000
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default 10 (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0 (base.py)
-  c.optim.lars.momentum = 0.9  # LARS momentum default 0.9 (solo/args/pretrain.py)
+  c.optim.lars.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
   if method in predictive.METHODS:
     pass  # optimiser set by predictive.set_method: {method}.yaml optimizer.*
   elif method == "wmse":
@@ -261,7 +261,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
 
   # ---------------------------------------------------------------- eval --
   c.eval_inputs.batch_size = 1000
-  c.eval_inputs.baselines = True  # raw pixels and random-init encoder probes too
+  c.eval_inputs.baselines = True  # raw-pixel and random-init probes too
 
   # --------------------------------------------------------------- smoke --
   if "smoke" in words:

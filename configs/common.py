@@ -136,7 +136,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.eval_inputs.crop_fraction = 0.875
   # Train images whose views the label-free metrics see.
   c.eval_inputs.view_samples = 512
-  c.eval_inputs.baselines = True  # run the baseline evaluators (raw pixels, random init)
+  # Run the baseline evaluators (raw-pixel and random-init probes).
+  c.eval_inputs.baselines = True
 
   # Evaluators by name (ssljax.evaluators; docs/guide/evaluators.md): "type"
   # is a module of ssljax.evaluators, every_steps None = after the last step

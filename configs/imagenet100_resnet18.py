@@ -167,8 +167,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.log_every_steps = 50
 
   c.eval_inputs.batch_size = 500
-  c.eval_inputs.baselines = False  # a raw-pixel probe on 150k-d inputs is too big
-  c.eval_inputs.crop_fraction = 0.875  # resize 256, centre crop 224 (solo-learn val)
+  c.eval_inputs.baselines = False  # raw-pixel probe on 150k-d inputs: too big
+  # Resize 256, centre crop 224 (solo-learn val).
+  c.eval_inputs.crop_fraction = 0.875
 
   if "smoke" in words:
     # Same code path at toy size: a generated RGB folder of ~80 px images,

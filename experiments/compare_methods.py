@@ -38,7 +38,7 @@ def run_config(name: str, out: str, epochs: int, variant: str | None,
     cmd = [sys.executable, "-m", "ssljax.main",
            f"--config={config}{':' + variant if variant else ''}",
            f"--workdir={workdir}", f"--config.epochs={epochs}",
-           f"--config.eval.baselines={name == BASELINE_RUN}", *extra]
+           f"--config.eval_inputs.baselines={name == BASELINE_RUN}", *extra]
     print(" ".join(cmd), flush=True)
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(out, f"{name}.log"), "w") as log:

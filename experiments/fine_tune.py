@@ -22,7 +22,7 @@ sys.path.insert(0, REPO)
 
 import ml_collections  # noqa: E402
 
-from configs import vicreg  # noqa: E402
+from configs import common  # noqa: E402
 from ssljax import train  # noqa: E402
 
 
@@ -48,13 +48,14 @@ def main():
   for path in ("views.crop_scale", "views.local_crop_scale", "views.crop_ratio",
                "model.projector", "model.predictor"):
     parent, leaf = path.split(".")
-    config[parent][leaf] = tuple(config[parent][leaf])
+    if leaf in config[parent]:  # predictor: predictive methods only
+      config[parent][leaf] = tuple(config[parent][leaf])
   config.evals = ml_collections.ConfigDict()
-  config.evals.fine_tune = vicreg.evals_entry(
+  config.evals.fine_tune = common.evals_entry(
       "fine_tune", fractions=tuple(args.fractions),
       steps=20 if args.fast else args.steps,
       learning_rate=args.learning_rate)
-  config.eval.baselines = False
+  config.eval_inputs.baselines = False
   results = train.train_and_evaluate(config, args.out)
   print(json.dumps({k: v for k, v in results["evals"].items()}, indent=2))
 

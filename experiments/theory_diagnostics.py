@@ -44,7 +44,7 @@ def train(name: str, out: str, epochs: float, every: int, fast: bool) -> str:
   cmd = [sys.executable, "-m", "ssljax.main", f"--config={config}",
          f"--workdir={workdir}", f"--config.evals.theory.every_steps={every}"]
   if not fast:
-    cmd += [f"--config.epochs={epochs}", "--config.eval.baselines=False"]
+    cmd += [f"--config.epochs={epochs}", "--config.eval_inputs.baselines=False"]
   print(" ".join(cmd), flush=True)
   subprocess.run(cmd, cwd=REPO, check=True)
   return workdir

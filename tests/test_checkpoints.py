@@ -179,7 +179,7 @@ def _main(workdir, data_dir):
   cmd = [sys.executable, "-m", "ssljax.main", "--config",
          os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
          f"--config.dataset.data_dir={data_dir}", f"--workdir={workdir}",
-         "--config.eval.baselines=False"]
+         "--config.eval_inputs.baselines=False"]
   return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
                         timeout=900)
 

@@ -201,7 +201,7 @@ def test_knn_graph_config_rejects_unknown_keys():
 def _smoke(data_dir, **overrides):
   config = vicreg_knn_graph.get_config("smoke")
   config.dataset.data_dir = data_dir
-  config.eval.baselines = False
+  config.eval_inputs.baselines = False
   config.num_steps = 3
   config.checkpoint_every_steps = 3
   for key, value in overrides.items():

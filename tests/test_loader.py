@@ -20,7 +20,7 @@ from PIL import Image
 from ssljax import data
 from ssljax.data import crops, synthetic
 
-SPEC = data.view_spec({"num_views": 2, "size": 24})
+SPEC = data.view_spec({"num_global": 2, "size": 24})
 
 
 def _array_source(num=40, size=12):
@@ -100,7 +100,7 @@ def test_folder_labels_come_from_class_folders(folder):
 
 def test_host_crops_resume_and_processes_agree(folder):
   source = data.ImageFolderSource(folder / "train")
-  spec = data.view_spec({"num_views": 2, "size": 16, "num_local_views": 2,
+  spec = data.view_spec({"num_global": 2, "size": 16, "num_local": 2,
                          "local_size": 8})
   full = _take(source, spec=spec, num_steps=4)
   assert [v.shape for v in full[0]["views"]] == [(2, 8, 16, 16, 3),
@@ -163,7 +163,7 @@ def test_corrupt_images_are_skipped_and_counted(tmp_path):
   (tmp_path / "1.jpg").write_bytes(good[:len(good) // 3])  # truncated
   (tmp_path / "2.jpg").write_bytes(b"not an image")
   source = data.ImageFolderSource(tmp_path)
-  spec = data.view_spec({"num_views": 2, "size": 8})
+  spec = data.view_spec({"num_global": 2, "size": 8})
   batches = _take(source, spec=spec, batch_size=4, num_steps=3)
   assert all(b["views"][0].shape == (2, 4, 8, 8, 3) for b in batches)
   assert sorted(source.skipped) == [1, 2]
@@ -192,7 +192,7 @@ def test_array_record_split_streams_the_in_memory_records(tmp_path,
                            **kwargs)
   assert isinstance(streamed, data.TfdsSource) and len(streamed) == 30
   assert streamed.num_classes == memory.num_classes == 10
-  spec = data.view_spec({"num_views": 2})
+  spec = data.view_spec({"num_global": 2})
   for a, b in zip(_take(streamed, spec=spec, num_steps=4),
                   _take(memory, spec=spec, num_steps=4)):
     np.testing.assert_array_equal(a["images"], b["images"])
@@ -259,7 +259,7 @@ def test_host_and_device_crops_cut_the_same_box():
 
 
 def test_device_views_multi_crop_shapes_and_key():
-  spec = data.view_spec({"num_views": 2, "num_local_views": 3,
+  spec = data.view_spec({"num_global": 2, "num_local": 3,
                          "local_size": 8, "jitter_prob": 0.8,
                          "brightness": 0.4,
                          "blur_prob": (1.0, 0.1, 0.5, 0.5, 0.5)})
@@ -276,13 +276,13 @@ def test_device_views_multi_crop_shapes_and_key():
 
 
 def test_per_view_options_need_one_value_or_one_per_view():
-  spec = data.view_spec({"num_views": 2, "blur_prob": (1.0, 0.1),
+  spec = data.view_spec({"num_global": 2, "blur_prob": (1.0, 0.1),
                          "blur_sigma": (0.1, 2.0)})
   assert dict(spec.ops[0])["blur_prob"] == 1.0
   assert dict(spec.ops[1])["blur_prob"] == 0.1
   assert dict(spec.ops[1])["blur_sigma"] == (0.1, 2.0)
   with pytest.raises(ValueError, match="blur_prob has 3 entries"):
-    data.view_spec({"num_views": 2, "blur_prob": (1.0, 0.1, 0.2)})
+    data.view_spec({"num_global": 2, "blur_prob": (1.0, 0.1, 0.2)})
 
 
 # ---------------------------------------------------------- two processes --
@@ -294,7 +294,7 @@ jax.distributed.initialize(sys.argv[1], num_processes=2,
                            process_id=int(sys.argv[2]))
 from ssljax import data
 source = data.ImageFolderSource(sys.argv[3])
-spec = data.view_spec({"num_views": 2, "size": 12})
+spec = data.view_spec({"num_global": 2, "size": 12})
 batches = list(data.train_batches(
     source, batch_size=8, seed=7, spec=spec, num_steps=len(source) // 8,
     process_index=jax.process_index(), process_count=jax.process_count()))
@@ -325,7 +325,7 @@ def test_two_processes_read_disjoint_shards_covering_the_epoch(folder,
   assert not first & second  # disjoint shards
   assert first | second == set(range(24))  # 24 images, 3 steps of 8: once
   source = data.ImageFolderSource(folder / "train")
-  single = _take(source, spec=data.view_spec({"num_views": 2, "size": 12}),
+  single = _take(source, spec=data.view_spec({"num_global": 2, "size": 12}),
                  seed=7, num_steps=3)
   for step, batch in enumerate(single):
     np.testing.assert_array_equal(
@@ -344,8 +344,8 @@ from ssljax import inputs, models, train
 out = {}
 for method, form in (("frossl", "multi_view"),):
   c = (frossl if method == "frossl" else vicreg).get_config("smoke")
-  c.loss.form, c.views.num_views = form, 2
-  c.views.num_local_views, c.views.local_size = 2, 12
+  c.loss.form, c.views.num_global = form, 2
+  c.views.num_local, c.views.local_size = 2, 12
   with c.views.ignore_type():
     c.views.blur_prob = (1.0, 0.1, 0.5, 0.5)
   net = models.make_network("cnn", {"channels": (4, 8)}, (16, 16))

@@ -1,0 +1,259 @@
+"""The shipped configs and the config helpers: every config and variant
+loads with the current field names, only the VICReg variants build on
+configs/vicreg.py, and `ssljax.config_rules` / `ssljax.optimizers` /
+`ssljax.data.view_spec` read the fields as configs/common.py names them.
+"""
+
+import ast
+import importlib
+import pathlib
+import pkgutil
+import sys
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from ssljax import config_rules, data, optimizers
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import configs  # noqa: E402
+from configs import common  # noqa: E402
+
+JOINT = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive", "frossl",
+         "wmse")
+PREDICTIVE = ("byol", "simsiam", "mocov3", "nnclr")
+TEACHER = ("byol", "mocov3", "dino")
+
+
+def _config_modules():
+  """Names of the configs/ modules that are configs (not helpers)."""
+  return sorted(m.name for m in pkgutil.iter_modules(configs.__path__)
+                if not m.name.startswith("_") and m.name != "common")
+
+
+def _all_configs():
+  found = []
+  for name in _config_modules():
+    module = importlib.import_module(f"configs.{name}")
+    args = (module.all_args() if hasattr(module, "all_args")
+            else list(module.VARIANTS))
+    found += [(name, arg) for arg in args]
+  return found
+
+
+ALL = _all_configs()
+
+
+@pytest.mark.parametrize("name,arg", ALL, ids=[f"{n}:{a}" for n, a in ALL])
+def test_every_config_and_variant_loads_with_current_names(name, arg):
+  c = importlib.import_module(f"configs.{name}").get_config(arg)
+  assert config_rules.renamed_problems(c) == []
+  assert c.method and c.loss.form
+  m = c.method
+  assert ("graph" in c) == (m in JOINT), m
+  assert ("teacher" in c) == (m in TEACHER), m
+  assert ("projector" in c.model) == (m != "dino"), m
+  assert ("predictor" in c.model) == (m in PREDICTIVE), m
+  assert ("dino_head" in c.model) == (m == "dino"), m
+  if m == "dino":
+    assert set(c.model.dino_head) == {"hidden_dim", "bottleneck_dim",
+                                      "out_dim", "num_layers", "use_bn",
+                                      "norm_last_layer"}
+  # The online probe is an evals entry with its own optimiser settings.
+  probe = c.evals.online_probe
+  assert probe.type == "online_probe"
+  assert (probe.learning_rate, probe.weight_decay) == (1e-2, 0.0)
+  assert set(c.optim.lars) == {"momentum", "trust_coefficient"}
+
+
+@pytest.mark.parametrize("variant", common.VARIANTS)
+def test_common_holds_only_shared_fields(variant):
+  c = common.get_config(variant)
+  for group in ("method", "loss", "graph", "teacher", "online_probe", "eval"):
+    assert group not in c
+  for field in ("projector", "predictor", "head", "head_kwargs", "dino_head"):
+    assert field not in c.model
+  assert (c.views.num_global, c.views.num_local) == (2, 0)
+  with pytest.raises(ValueError, match="unknown variant"):
+    common.get_config("tiny")
+
+
+def test_add_graph_adds_the_graph_group():
+  c = common.get_config()
+  common.add_graph(c)
+  assert c.graph.kind == "views" and c.graph.knn_k == 16
+  assert set(c.graph) == {
+      "kind", "alpha", "label_fraction", "normalize", "knn_k",
+      "knn_features", "knn_pca_dim", "supervised_per_node", "edge_list_path",
+      "edge_sampling", "augment_edges"}
+
+
+def _imports_vicreg(path: pathlib.Path) -> bool:
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ImportFrom) and node.module == "configs" and any(
+        a.name == "vicreg" for a in node.names):
+      return True
+    if isinstance(node, ast.ImportFrom) and node.module == "configs.vicreg":
+      return True
+    if isinstance(node, ast.Import) and any(
+        a.name == "configs.vicreg" for a in node.names):
+      return True
+  return False
+
+
+def test_only_vicreg_variants_build_on_vicreg_config():
+  importers = sorted(p.stem for p in (ROOT / "configs").glob("*.py")
+                     if _imports_vicreg(p))
+  assert importers, "the VICReg variants build on configs/vicreg.py"
+  assert all(name.startswith("vicreg_") for name in importers), importers
+
+
+def test_smoke_image_folder_handles_a_method_without_projector():
+  c = importlib.import_module("configs.dino").get_config()
+  common.smoke_image_folder(c, "test", image_size=40, view_size=32)
+  assert "projector" not in c.model and c.num_steps == 3
+  assert (c.eval_inputs.batch_size, c.eval_inputs.view_samples) == (32, 16)
+
+
+# ---------------------------------------------------------------- rules --
+@pytest.mark.parametrize("rule,good,bad", [
+    (config_rules.integer(1), [1, 7], [0, 1.5, True, None, "2"]),
+    (config_rules.integer(0, none_ok=True), [0, None], [-1, 0.5]),
+    (config_rules.real(0.0, 1.0), [0, 0.5, 1.0], [-0.1, 1.1, float("nan"),
+                                                   False, "0.5"]),
+    (config_rules.real(0.0, 1.0, lo_open=True, hi_open=True), [0.5],
+     [0.0, 1.0]),
+    (config_rules.boolean, [True, False], [0, 1, None]),
+    (config_rules.one_of("a", "b"), ["a", "b"], ["c", None]),
+    (config_rules.string(), ["", "x"], [None, 3]),
+    (config_rules.string(empty_ok=False, none_ok=True), ["x", None], [""]),
+    (config_rules.pair(0.0, 1.0), [(0.2, 1.0), [0.0, 0.0]],
+     [(0.5, 0.2), (0.2,), (0.0, 2.0), "ab"]),
+    (config_rules.positive_ints, [(1,), (2, 3)], [(), (0,), (1.5,), 3]),
+    (config_rules.positive_reals, [(0.1,), (1, 2.5)], [(), (0.0,), (-1,)]),
+    (config_rules.widths, [(), (16, 8)], [(0,), (8, -1), (2.0,), None]),
+    (config_rules.nonempty_widths, [(16,), (16, 8)], [(), (0,), None]),
+    (config_rules.anything, [None, 1, "x", ()], []),
+])
+def test_rules_accept_and_reject(rule, good, bad):
+  for value in good:
+    assert rule(value) is None, value
+  for value in bad:
+    why = rule(value)
+    assert isinstance(why, str) and why, value
+
+
+def test_rule_phrases():
+  assert config_rules.integer(1)(0) == "an integer >= 1"
+  assert config_rules.integer(1, none_ok=True)(0) == "an integer >= 1 or None"
+  assert config_rules.real(0.0, lo_open=True)(0.0) == "a number > 0.0"
+  assert config_rules.real(0.0, 1.0, hi_open=True)(1.0) == (
+      "a number in [0.0, 1.0)")
+  assert config_rules.one_of("adamw", "lars")("sgd") == "one of 'adamw', 'lars'"
+
+
+def test_check_fields_reports_missing_and_bad_values():
+  c = ml_collections.ConfigDict(
+      {"batch_size": 1, "optim": {"name": "sgd", "lars": {"momentum": 0.9}}})
+  rules = {"batch_size": config_rules.integer(2),
+           "optim.name": config_rules.one_of("adamw", "lars"),
+           "optim.lars.momentum": config_rules.real(0.0, 1.0, hi_open=True),
+           "optim.lars.trust_coefficient": config_rules.real(0.0),
+           "views.num_global": config_rules.integer(1)}
+  assert config_rules.check_fields(c, rules) == [
+      "config.batch_size=1: must be an integer >= 2",
+      "config.optim.name='sgd': must be one of 'adamw', 'lars'",
+      "config.optim.lars.trust_coefficient is missing",
+      "config.views.num_global is missing"]
+  c.batch_size, c.optim.name = 2, "lars"
+  c.optim.lars.trust_coefficient = 1e-3
+  c.views = ml_collections.ConfigDict({"num_global": 2})
+  assert config_rules.check_fields(c, rules) == []
+
+
+def test_renamed_problems_name_the_new_fields():
+  old = ml_collections.ConfigDict({
+      "views": {"num_views": 2, "num_local_views": 0},
+      "optim": {"momentum": 0.9, "trust_coefficient": 1e-3},
+      "eval": {"batch_size": 1000, "baselines": True},
+      "online_probe": {"enabled": True},
+      "model": {"head": "dino", "head_kwargs": {}}})
+  assert config_rules.renamed_problems(old) == [
+      "config.views.num_views was renamed config.views.num_global",
+      "config.views.num_local_views was renamed config.views.num_local",
+      "config.eval was renamed config.eval_inputs",
+      "config.online_probe was replaced by the entry config.evals."
+      "online_probe (delete it to train without the probe)",
+      "config.optim.momentum was renamed config.optim.lars.momentum",
+      "config.optim.trust_coefficient was renamed "
+      "config.optim.lars.trust_coefficient",
+      "config.model.head was replaced by config.model.dino_head (DINO; the "
+      "other methods' head is config.model.projector)",
+      "config.model.head_kwargs was renamed config.model.dino_head"]
+  assert config_rules.renamed_problems(common.get_config()) == []
+  for path, hint in config_rules.RENAMED.items():
+    assert hint and "\n" not in hint, path
+
+
+# ----------------------------------------------------------- optimisers --
+def _optim(name, **lars):
+  c = common.get_config().optim
+  c.name = name
+  c.lars.update(lars)
+  return c
+
+
+@pytest.mark.parametrize("name", ["adamw", "lars"])
+def test_create_optimizer_builds_and_steps(name):
+  params = {"kernel": jnp.ones((3, 2)), "bias": jnp.ones((2,))}
+  tx = optimizers.create_optimizer(_optim(name), lambda step: 1e-2)
+  grads = jax.tree.map(jnp.ones_like, params)
+  updates, _ = tx.update(grads, tx.init(params), params)
+  assert all(np.all(np.isfinite(u)) and np.any(u != 0)
+             for u in jax.tree.leaves(updates))
+
+
+def test_lars_reads_the_lars_group():
+  params = {"kernel": jnp.ones((3, 2))}
+  grads = {"kernel": jnp.full((3, 2), 0.5)}
+
+  def first_update(**lars):
+    tx = optimizers.create_optimizer(_optim("lars", **lars), 1.0)
+    return tx.update(grads, tx.init(params), params)[0]["kernel"]
+  # The trust ratio scales the step by η: a 10x η gives a 10x first step.
+  small = first_update(trust_coefficient=1e-3)
+  big = first_update(trust_coefficient=1e-2)
+  np.testing.assert_allclose(big, 10 * small, rtol=1e-5)
+
+
+def test_create_optimizer_rejects_an_unknown_name():
+  with pytest.raises(ValueError, match="unknown optimiser 'sgd'"):
+    optimizers.create_optimizer(_optim("sgd"), 1e-3)
+
+
+def test_learning_rate_schedule_scales_and_ends():
+  optim = _optim("adamw")  # 2e-3 per 256, 1 warm-up epoch, end 0.01 x peak
+  fn = optimizers.create_learning_rate_fn(optim, batch_size=512,
+                                          steps_per_epoch=10, total_steps=100)
+  assert float(fn(0)) == 0.0
+  assert float(fn(10)) == pytest.approx(4e-3)
+  assert float(fn(100)) == pytest.approx(4e-5)
+
+
+# ---------------------------------------------------------------- views --
+def test_view_spec_reads_num_global_and_num_local():
+  views = importlib.import_module("configs.dino").get_config().views
+  spec = data.view_spec(views)
+  assert (spec.num_global, spec.num_local, spec.num_views) == (2, 4, 6)
+  assert data.view_spec({}).num_views == 2
+
+
+@pytest.mark.parametrize("old,new", [("num_views", "num_global"),
+                                     ("num_local_views", "num_local")])
+def test_view_spec_rejects_the_old_names(old, new):
+  with pytest.raises(ValueError, match=f"views.{old} was renamed views.{new}"):
+    data.view_spec({old: 2})
