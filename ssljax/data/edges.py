@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow as tf
 
-from ssljax.data import pipeline
+from ssljax.data import splits
 from ssljax.data.augment import VIEW_STREAM, augment_options, augment_rows
 
 __all__ = ["SAMPLINGS", "edge_tables", "sample_edges", "edge_batches"]
@@ -174,7 +174,7 @@ def _check_args(images, graph, batch_size, start_step, num_steps,
     raise ValueError(f"images must be uint8 (N, H, W, C) with N = graph.n = "
                      f"{graph.n}, got {getattr(images, 'dtype', None)} "
                      f"{getattr(images, 'shape', None)}")
-  pipeline.raise_first_invalid([
+  splits.raise_first_invalid([
       ("batch_size", batch_size, batch_size >= 2, ">= 2"),
-      *pipeline.step_checks(batch_size, start_step, num_steps, process_index,
-                             process_count)])
+      *splits.step_checks(batch_size, start_step, num_steps, process_index,
+                           process_count)])

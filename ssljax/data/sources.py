@@ -85,7 +85,7 @@ class TfdsSource:
 
   def __init__(self, builder, split: str, image_key: str = "image",
                label_key: str | None = "label"):
-    from ssljax.data.pipeline import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
+    from ssljax.data.splits import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
     try:
       self._data = builder.as_data_source(split=split)
     except NotImplementedError as e:
@@ -144,7 +144,7 @@ class ImageFolderSource:
   """
 
   def __init__(self, root, channels: int = 3):
-    from ssljax.data.pipeline import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
+    from ssljax.data.splits import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
     if channels not in (1, 3):
       raise ValueError(f"channels must be 1 or 3, got {channels}")
     root = pathlib.Path(root)
@@ -213,7 +213,7 @@ class ImageFolderSource:
             self.skipped.setdefault(i, f"{self.files[i]}: {e}")
           i = (i + 1) % len(self.files)
       else:
-        from ssljax.data.pipeline import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
+        from ssljax.data.splits import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
         raise DatasetUnavailableError(
             f"no image in {str(self.root)!r} could be decoded")
     return images, np.asarray(labels, np.int32)

@@ -1,8 +1,8 @@
 """Opening a split: tfds datasets (in memory or streamed) and image folders.
 
-`open_split` returns the random-access source (`ssljax.data.sources`) the
-streaming loader reads; `load_split` decodes a whole tfds split into memory
-(small datasets, the whole-dataset graphs); `steps_per_epoch` is the
+`open_split` returns the random-access source (`ssljax.data.sources`) that
+`ssljax.data.batches` reads; `load_split` decodes a whole tfds split into
+memory (small datasets, the whole-dataset graphs); `steps_per_epoch` is the
 drop-remainder epoch length every loader uses.
 """
 
