@@ -21,9 +21,9 @@ from ssljax.data.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
 from ssljax.data.fashion_mnist import FashionMnistLocal
 from ssljax.data.fashion_mnist import find_fashion_mnist_files
 from ssljax.data.sources import ArraySource
+from ssljax.data.sources import DatasetUnavailableError
 from ssljax.data.sources import ImageFolderSource
 from ssljax.data.sources import TfdsSource
-from ssljax.data.splits import DatasetUnavailableError
 from ssljax.data.splits import IN_MEMORY_MODES
 from ssljax.data.splits import load_split
 from ssljax.data.splits import open_split

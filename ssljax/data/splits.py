@@ -12,15 +12,9 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from ssljax.data import fashion_mnist, sources
+from ssljax.data.sources import DatasetUnavailableError
 
-__all__ = ["DatasetUnavailableError", "IN_MEMORY_MODES", "load_split",
-           "open_split", "steps_per_epoch"]
-
-
-
-class DatasetUnavailableError(ValueError):
-  """The dataset is unknown, not prepared offline, or has no image/label."""
-
+__all__ = ["IN_MEMORY_MODES", "load_split", "open_split", "steps_per_epoch"]
 
 
 def load_split(name: str, split: str, *, data_dir: str | None = None,
