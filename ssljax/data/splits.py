@@ -174,32 +174,3 @@ def steps_per_epoch(num_examples: int, batch_size: int) -> int:
     raise ValueError(f"batch_size must be in [1, num_examples={num_examples}], "
                      f"got {batch_size}")
   return num_examples // batch_size
-
-
-def step_checks(batch_size, start_step, num_steps, process_index,
-                 process_count) -> list:
-  """(name, value, ok, requirement) checks shared by the batch iterators.
-
-  For `ssljax.data.edges.edge_batches`; pass the list to
-  `raise_first_invalid`. Raises nothing itself.
-  """
-  return [
-      ("start_step", start_step, start_step >= 0, ">= 0"),
-      ("num_steps", num_steps, num_steps >= 0, ">= 0"),
-      ("process_count", process_count, process_count >= 1
-       and batch_size % process_count == 0,
-       f">= 1 and divide batch_size={batch_size}"),
-      ("process_index", process_index, 0 <= process_index < process_count,
-       f"in [0, process_count={process_count})"),
-  ]
-
-
-def raise_first_invalid(checks) -> None:
-  """Raises ValueError naming the first (name, value, ok, requirement) not ok.
-
-  Raises:
-    ValueError: "{name} must be {requirement}, got {value}".
-  """
-  for name, value, ok, requirement in checks:
-    if not ok:
-      raise ValueError(f"{name} must be {requirement}, got {value}")
