@@ -8,6 +8,8 @@
 - Code, configs, tests and experiments cite papers by authors, year, title
   or arXiv id and equation, never a file outside the repository.
 - The loss library does not import the active-learning package.
+- No two modules of `ssljax.data` import each other, directly or through
+  other modules of the package, counting imports inside functions too.
 """
 
 import ast
@@ -109,3 +111,81 @@ def test_losses_do_not_depend_on_active_learning():
       uses += [f"{path.name}:{node.lineno} {n}" for n in names
                if n == "ssljax.pal" or n.startswith("ssljax.pal.")]
   assert not uses, uses
+
+
+def package_imports(folder: pathlib.Path, package: str) -> dict[str, set[str]]:
+  """Module -> the modules of the same package it imports.
+
+  Modules are the ``*.py`` files of ``folder`` by stem ("__init__" is the
+  package itself). Every import statement counts, at the top of a module or
+  inside a function or class. ``from package import name`` points at the
+  submodule ``name`` if there is one, else at "__init__"; importing a
+  submodule is not counted as importing "__init__".
+  """
+  modules = {p.stem for p in folder.glob("*.py")}
+
+  def target(dotted: str, name: str | None = None) -> str | None:
+    parts = dotted.split(".") if dotted else []
+    if parts[:len(package.split("."))] != package.split("."):
+      return None
+    rest = parts[len(package.split(".")):]
+    if rest:
+      return rest[0] if rest[0] in modules else None
+    return name if name in modules else "__init__"
+
+  graph = {}
+  for path in sorted(folder.glob("*.py")):
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Import):
+        found |= {target(a.name) for a in node.names}
+      elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:  # relative: "." is this package, ".." its parent
+          parent = package.rsplit(".", node.level - 1)[0]
+          base = ".".join([parent] + ([base] if base else []))
+        found |= {target(base, a.name) for a in node.names}
+    graph[path.stem] = found - {None, path.stem}
+  return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[str]:
+  """Pairs "a <-> b" of modules that reach each other by imports."""
+  reach = {}
+  for start in graph:
+    seen, todo = set(), [start]
+    while todo:
+      for nxt in graph.get(todo.pop(), ()):
+        if nxt not in seen:
+          seen.add(nxt)
+          todo.append(nxt)
+    reach[start] = seen
+  return [f"{a} <-> {b}" for a in sorted(graph) for b in sorted(reach[a])
+          if a < b and a in reach.get(b, ())]
+
+
+def test_data_modules_import_no_cycle():
+  """ssljax.data's modules form a hierarchy: no two import each other."""
+  graph = package_imports(ROOT / "ssljax" / "data", "ssljax.data")
+  assert "splits" in graph and "sources" in graph["splits"], graph
+  cycles = import_cycles(graph)
+  assert not cycles, f"import cycles in ssljax.data: {cycles}; {graph}"
+
+
+def test_import_cycles_are_found_through_function_level_imports(tmp_path):
+  files = {
+      "__init__.py": "from pkg.a import f\n",
+      "a.py": "from pkg import b\n\ndef f():\n  return b\n",
+      "b.py": "import numpy as np\n\n\ndef g():\n  from pkg.c import h\n",
+      "c.py": "def h():\n  from . import a\n",
+      "d.py": "from pkg.a import f\n",
+  }
+  for name, text in files.items():
+    (tmp_path / name).write_text(text)
+  graph = package_imports(tmp_path, "pkg")
+  assert graph == {"__init__": {"a"}, "a": {"b"}, "b": {"c"}, "c": {"a"},
+                   "d": {"a"}}
+  assert import_cycles(graph) == ["a <-> b", "a <-> c", "b <-> c"]
+  graph["d"].add("__init__")  # `from pkg import f`: the package's name
+  graph["__init__"].add("d")
+  assert "__init__ <-> d" in import_cycles(graph)

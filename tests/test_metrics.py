@@ -1,13 +1,14 @@
-"""Label-free metrics (ssljax.metrics), few-shot probes (ssljax.fewshot) and
-theory diagnostics (ssljax.theory.diagnostics)."""
+"""Label-free metrics (ssljax.metrics), few-shot probes
+(ssljax.evaluators.few_shot) and theory diagnostics
+(ssljax.theory.diagnostics)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ssljax import fewshot
 from ssljax import metrics
+from ssljax.evaluators import few_shot
 from ssljax.graphs import supervised_graph
 from ssljax.graphs import views_graph
 from ssljax.theory import diagnostics
@@ -161,8 +162,8 @@ def test_few_shot_separable_features_give_accuracy_one():
   c, per = 4, 40
   y = np.repeat(np.arange(c), per)
   x = np.eye(c)[y] + 0.01 * rng.normal(size=(c * per, c))
-  acc = fewshot.few_shot_accuracy(x[::2], y[::2], x[1::2], y[1::2],
-                                  shots=(1, 5), draws=3)
+  acc = few_shot.few_shot_accuracy(x[::2], y[::2], x[1::2], y[1::2],
+                                   shots=(1, 5), draws=3)
   assert acc == {1: (1.0, 0.0), 5: (1.0, 0.0)}
 
 
@@ -171,8 +172,8 @@ def test_few_shot_random_features_are_at_chance():
   c = 5
   y = rng.integers(0, c, 2000)
   x = rng.normal(size=(2000, 16))
-  acc = fewshot.few_shot_accuracy(x[:1000], y[:1000], x[1000:], y[1000:],
-                                  shots=(5, 25), draws=5)
+  acc = few_shot.few_shot_accuracy(x[:1000], y[:1000], x[1000:], y[1000:],
+                                   shots=(5, 25), draws=5)
   for s in (5, 25):
     assert acc[s][0] == pytest.approx(1 / c, abs=0.05)
     assert acc[s][1] >= 0
@@ -185,8 +186,8 @@ def test_few_shot_predictions_ignore_the_test_labels():
   rng = np.random.default_rng(2)
   y = np.repeat(np.arange(3), 20)
   x = rng.normal(size=(60, 5)) + 2.0 * np.eye(3, 5)[y]
-  total = sum(fewshot.few_shot_accuracy(x, y, x[:30], (y[:30] + i) % 3,
-                                        shots=3, draws=2)[3][0]
+  total = sum(few_shot.few_shot_accuracy(x, y, x[:30], (y[:30] + i) % 3,
+                                         shots=3, draws=2)[3][0]
               for i in range(3))
   assert total == pytest.approx(1.0)
 
@@ -202,7 +203,7 @@ def test_few_shot_errors(kwargs, match):
   y = np.array([0] * 30 + [1] * 30 + [2] * 20)
   x = np.random.default_rng(0).normal(size=(80, 3))
   with pytest.raises(ValueError, match=match):
-    fewshot.few_shot_accuracy(x, y, x, y, **kwargs)
+    few_shot.few_shot_accuracy(x, y, x, y, **kwargs)
 
 
 # ---------------------------------------------------------------------------

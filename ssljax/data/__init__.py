@@ -1,32 +1,33 @@
 """Data: sources, the streaming input pipeline, the view recipe.
 
 Importing this package registers the ``fashion_mnist_local`` tfds builder.
-Sources (`ssljax.data.sources`) give random access to a split; the loader
-(`ssljax.data.loader`) turns one into host batches keyed by (seed, step);
-the views (`ssljax.data.views`, `ssljax.data.view_ops`,
-`ssljax.data.crops`) are made from them on the devices.
+`ssljax.data.splits` opens a split as a source (`ssljax.data.sources`),
+which gives random access to it; `ssljax.data.batches` turns one into host
+batches keyed by (seed, step); the views (`ssljax.data.views`,
+`ssljax.data.view_ops`, `ssljax.data.crops`) are made from them on the
+devices.
 """
 
 from ssljax.data.augment import augment
 from ssljax.data.augment import augment_options
+from ssljax.data.batches import epoch_permutation
+from ssljax.data.batches import eval_batches
+from ssljax.data.batches import step_indices
+from ssljax.data.batches import train_batches
 from ssljax.data.edges import edge_batches
 from ssljax.data.edges import edge_tables
 from ssljax.data.edges import sample_edges
 from ssljax.data.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
 from ssljax.data.fashion_mnist import FashionMnistLocal
 from ssljax.data.fashion_mnist import find_fashion_mnist_files
-from ssljax.data.loader import epoch_permutation
-from ssljax.data.loader import eval_batches
-from ssljax.data.loader import step_indices
-from ssljax.data.loader import train_batches
-from ssljax.data.pipeline import DatasetUnavailableError
-from ssljax.data.pipeline import IN_MEMORY_MODES
-from ssljax.data.pipeline import load_split
-from ssljax.data.pipeline import open_split
-from ssljax.data.pipeline import steps_per_epoch
 from ssljax.data.sources import ArraySource
+from ssljax.data.sources import DatasetUnavailableError
 from ssljax.data.sources import ImageFolderSource
 from ssljax.data.sources import TfdsSource
+from ssljax.data.splits import IN_MEMORY_MODES
+from ssljax.data.splits import load_split
+from ssljax.data.splits import open_split
+from ssljax.data.splits import steps_per_epoch
 from ssljax.data.views import ViewSpec
 from ssljax.data.views import device_views
 from ssljax.data.views import view_spec

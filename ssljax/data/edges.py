@@ -23,7 +23,6 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow as tf
 
-from ssljax.data import pipeline
 from ssljax.data.augment import VIEW_STREAM, augment_options, augment_rows
 
 __all__ = ["SAMPLINGS", "edge_tables", "sample_edges", "edge_batches"]
@@ -174,7 +173,36 @@ def _check_args(images, graph, batch_size, start_step, num_steps,
     raise ValueError(f"images must be uint8 (N, H, W, C) with N = graph.n = "
                      f"{graph.n}, got {getattr(images, 'dtype', None)} "
                      f"{getattr(images, 'shape', None)}")
-  pipeline.raise_first_invalid([
+  raise_first_invalid([
       ("batch_size", batch_size, batch_size >= 2, ">= 2"),
-      *pipeline.step_checks(batch_size, start_step, num_steps, process_index,
-                             process_count)])
+      *step_checks(batch_size, start_step, num_steps, process_index,
+                   process_count)])
+
+
+def step_checks(batch_size, start_step, num_steps, process_index,
+                 process_count) -> list:
+  """(name, value, ok, requirement) checks of a batch iterator's steps.
+
+  For `edge_batches`; pass the list to `raise_first_invalid`. Raises
+  nothing itself.
+  """
+  return [
+      ("start_step", start_step, start_step >= 0, ">= 0"),
+      ("num_steps", num_steps, num_steps >= 0, ">= 0"),
+      ("process_count", process_count, process_count >= 1
+       and batch_size % process_count == 0,
+       f">= 1 and divide batch_size={batch_size}"),
+      ("process_index", process_index, 0 <= process_index < process_count,
+       f"in [0, process_count={process_count})"),
+  ]
+
+
+def raise_first_invalid(checks) -> None:
+  """Raises ValueError naming the first (name, value, ok, requirement) not ok.
+
+  Raises:
+    ValueError: "{name} must be {requirement}, got {value}".
+  """
+  for name, value, ok, requirement in checks:
+    if not ok:
+      raise ValueError(f"{name} must be {requirement}, got {value}")

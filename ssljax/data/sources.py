@@ -24,9 +24,14 @@ import threading
 
 import numpy as np
 
-__all__ = ["ArraySource", "ImageFolderSource", "TfdsSource", "IMAGE_SUFFIXES"]
+__all__ = ["ArraySource", "DatasetUnavailableError", "ImageFolderSource",
+           "TfdsSource", "IMAGE_SUFFIXES"]
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+class DatasetUnavailableError(ValueError):
+  """The dataset is unknown, not prepared offline, or has no image/label."""
 
 
 class ArraySource:
@@ -85,7 +90,6 @@ class TfdsSource:
 
   def __init__(self, builder, split: str, image_key: str = "image",
                label_key: str | None = "label"):
-    from ssljax.data.pipeline import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
     try:
       self._data = builder.as_data_source(split=split)
     except NotImplementedError as e:
@@ -144,7 +148,6 @@ class ImageFolderSource:
   """
 
   def __init__(self, root, channels: int = 3):
-    from ssljax.data.pipeline import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
     if channels not in (1, 3):
       raise ValueError(f"channels must be 1 or 3, got {channels}")
     root = pathlib.Path(root)
@@ -213,7 +216,6 @@ class ImageFolderSource:
             self.skipped.setdefault(i, f"{self.files[i]}: {e}")
           i = (i + 1) % len(self.files)
       else:
-        from ssljax.data.pipeline import DatasetUnavailableError  # pylint: disable=import-outside-toplevel
         raise DatasetUnavailableError(
             f"no image in {str(self.root)!r} could be decoded")
     return images, np.asarray(labels, np.int32)

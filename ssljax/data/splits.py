@@ -1,8 +1,8 @@
 """Opening a split: tfds datasets (in memory or streamed) and image folders.
 
-`open_split` returns the random-access source (`ssljax.data.sources`) the
-streaming loader reads; `load_split` decodes a whole tfds split into memory
-(small datasets, the whole-dataset graphs); `steps_per_epoch` is the
+`open_split` returns the random-access source (`ssljax.data.sources`) that
+`ssljax.data.batches` reads; `load_split` decodes a whole tfds split into
+memory (small datasets, the whole-dataset graphs); `steps_per_epoch` is the
 drop-remainder epoch length every loader uses.
 """
 
@@ -12,15 +12,9 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from ssljax.data import fashion_mnist, sources
+from ssljax.data.sources import DatasetUnavailableError
 
-__all__ = ["DatasetUnavailableError", "IN_MEMORY_MODES", "load_split",
-           "open_split", "steps_per_epoch"]
-
-
-
-class DatasetUnavailableError(ValueError):
-  """The dataset is unknown, not prepared offline, or has no image/label."""
-
+__all__ = ["IN_MEMORY_MODES", "load_split", "open_split", "steps_per_epoch"]
 
 
 def load_split(name: str, split: str, *, data_dir: str | None = None,
@@ -180,32 +174,3 @@ def steps_per_epoch(num_examples: int, batch_size: int) -> int:
     raise ValueError(f"batch_size must be in [1, num_examples={num_examples}], "
                      f"got {batch_size}")
   return num_examples // batch_size
-
-
-def step_checks(batch_size, start_step, num_steps, process_index,
-                 process_count) -> list:
-  """(name, value, ok, requirement) checks shared by the batch iterators.
-
-  For `ssljax.data.edges.edge_batches`; pass the list to
-  `raise_first_invalid`. Raises nothing itself.
-  """
-  return [
-      ("start_step", start_step, start_step >= 0, ">= 0"),
-      ("num_steps", num_steps, num_steps >= 0, ">= 0"),
-      ("process_count", process_count, process_count >= 1
-       and batch_size % process_count == 0,
-       f">= 1 and divide batch_size={batch_size}"),
-      ("process_index", process_index, 0 <= process_index < process_count,
-       f"in [0, process_count={process_count})"),
-  ]
-
-
-def raise_first_invalid(checks) -> None:
-  """Raises ValueError naming the first (name, value, ok, requirement) not ok.
-
-  Raises:
-    ValueError: "{name} must be {requirement}, got {value}".
-  """
-  for name, value, ok, requirement in checks:
-    if not ok:
-      raise ValueError(f"{name} must be {requirement}, got {value}")
