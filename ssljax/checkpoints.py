@@ -21,8 +21,10 @@ are restored without the checksum comparison; orbax's own reads still catch
 truncated and missing files in them.
 """
 
+import ast
 from collections.abc import Callable
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -33,7 +35,7 @@ import jax
 import orbax.checkpoint as ocp
 
 __all__ = ["MANIFEST", "CheckpointRestoreError", "seal", "verify",
-           "restore_latest"]
+           "restore_latest", "saved_fields", "layout_problem"]
 
 MANIFEST = "ssljax_checksums.json"
 _CHUNK = 1 << 20  # bytes read at a time while hashing
@@ -137,6 +139,37 @@ def verify(step_dir: str) -> str | None:
   return None
 
 
+def saved_fields(step_dir: str) -> set | None:
+  """Top-level field names of the state saved in ``step_dir`` (read from
+  orbax's ``default/_METADATA``), or None when it cannot be read."""
+  try:
+    with open(os.path.join(step_dir, "default", "_METADATA")) as f:
+      keys = json.load(f)["tree_metadata"]
+    return {ast.literal_eval(k)[0] for k in keys}
+  except (OSError, ValueError, KeyError, TypeError, SyntaxError, IndexError):
+    return None
+
+
+def layout_problem(step_dir: str, target: Any) -> str | None:
+  """Why a saved step cannot fit ``target``'s layout (its top-level
+  fields), in one line; None when they agree or cannot be read. A
+  checkpoint of ssljax before the method interface (fields "batch_stats",
+  "teacher", "memory" beside "params") is refused here: its state has no
+  "method_state" and cannot be mapped onto one safely."""
+  saved = saved_fields(step_dir)
+  if saved is None or not dataclasses.is_dataclass(target):
+    return None
+  expected = {f.name for f in dataclasses.fields(target)
+              if f.metadata.get("pytree_node", True)}
+  if saved == expected:
+    return None
+  old = {"batch_stats", "teacher", "memory"} <= saved
+  return ("saved with the state layout {" + ", ".join(sorted(saved)) + "}"
+          + (" of ssljax before the method interface" if old else "")
+          + "; this version saves {" + ", ".join(sorted(expected)) + "} and "
+          "cannot restore it: train in a new --workdir")
+
+
 def _one_line(exc: BaseException, limit: int = 240) -> str:
   """``Type: first line of the message``, at most ``limit`` characters."""
   text = str(exc).strip().splitlines()
@@ -196,7 +229,8 @@ def restore_latest(manager: ocp.CheckpointManager, target: Any, *,
   """
   failures = []
   for step in sorted(manager.all_steps(), reverse=True):
-    reason = verify(_step_dir(manager, step))
+    reason = (layout_problem(_step_dir(manager, step), target)
+              or verify(_step_dir(manager, step)))
     if reason is None:
       try:
         with _quiet_orbax():
