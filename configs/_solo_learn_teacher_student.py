@@ -1,4 +1,4 @@
-"""solo-learn's ResNet-18 recipes for the predictive methods: BYOL, SimSiam,
+"""solo-learn's ResNet-18 recipes for the teacher-student and predictor methods: BYOL, SimSiam,
 MoCo v3, DINO and NNCLR (heads, teacher, loss, optimiser).
 
 Not a config itself: configs/cifar_resnet18.py and
@@ -24,7 +24,7 @@ BatchNorm1d. BYOL's and DINO's heads are the same layer forms as ours.
 from ml_collections import config_dict
 
 METHODS = ("byol", "simsiam", "mocov3", "dino", "nnclr")
-# Methods with a loss form over V > 2 views (ssljax.predictive.FORMS):
+# Methods with a loss form over V > 2 views (their "graph" or "multi_view" forms):
 # "graph" for BYOL and SimSiam, DINO's own "multi_view" pairing.
 MULTICROP_METHODS = ("byol", "simsiam", "dino")
 # solo-learn's view recipe of each method: augmentations/asymmetric.yaml

@@ -5,7 +5,7 @@ pipeline (configs/common.py) with a predictor and a momentum teacher.
 
 Variants as in configs/common.py (``:smoke``, ``:long``). ``loss.form =
 "graph"`` trains the same loss written over the crop graph
-(``ssljax.predictive.crops_graph``), which also takes local crops.
+(``ssljax.methods.student.crops_graph``), which also takes local crops.
 """
 
 from ml_collections import config_dict

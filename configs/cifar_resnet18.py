@@ -8,8 +8,8 @@ DATASETS, variant words "smoke" (about a minute on a CPU: a small generated
 RGB image folder, tiny widths, 3 steps, same code path) and "multicrop" (2
 global crops of 32 px + 4 local crops of 16 px, for methods with a V-view
 loss form: MULTICROP_METHODS). No argument means "vicreg,cifar10". The
-predictive methods (byol, simsiam, mocov3, dino, nnclr) take their heads,
-teacher, loss and optimiser from configs/_solo_learn_predictive.py.
+teacher-student and predictor methods (byol, simsiam, mocov3, dino, nnclr) take their heads,
+teacher, loss and optimiser from configs/_solo_learn_teacher_student.py.
 Examples:
 ``configs/cifar_resnet18.py:barlow_twins,cifar100``,
 ``configs/cifar_resnet18.py:vicreg,cifar10,multicrop,smoke``.
@@ -48,17 +48,17 @@ Where this library differs from solo-learn (said again next to the field):
 
 from ml_collections import config_dict
 
-from configs import _solo_learn_predictive as predictive
+from configs import _solo_learn_teacher_student as teacher_student
 from configs import common
 
-METHODS = ("vicreg", "barlow_twins", "simclr", "wmse") + predictive.METHODS
+METHODS = ("vicreg", "barlow_twins", "simclr", "wmse") + teacher_student.METHODS
 DATASETS = ("cifar10", "cifar100")
 VARIANT_WORDS = ("smoke", "multicrop")
-# Methods whose loss accepts V > 2 views (ssljax.methods.METHODS: the
+# Methods whose loss accepts V > 2 views (ssljax.methods: the
 # "graph" form takes the V-view graph, DINO's "multi_view" its own pairing;
 # W-MSE, MoCo v3 and NNCLR only have "two_view" for V > 2).
 MULTICROP_METHODS = ("vicreg", "barlow_twins", "simclr") + (
-    predictive.MULTICROP_METHODS)
+    teacher_student.MULTICROP_METHODS)
 
 
 def parse_arg(arg: str | None) -> tuple[str, str, frozenset]:
@@ -156,7 +156,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     v.brightness, v.contrast = 0.8, 0.8  # color_jitter 0.8/0.8/0.8/0.2
     v.saturation, v.hue = 0.8, 0.2
     v.solarize_prob = 0.0  # solarization.prob 0.0
-  elif method in predictive.CIFAR_SYMMETRIC_WEAK:
+  elif method in teacher_student.CIFAR_SYMMETRIC_WEAK:
     # simsiam.yaml -> augmentations/symmetric_weak.yaml (2 identical crops)
     v.crop_scale = (0.08, 1.0)  # rrc.crop_min_scale 0.08
     v.brightness, v.contrast = 0.4, 0.4  # color_jitter 0.4/0.4/0.4/0.1
@@ -211,8 +211,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.loss.whitening_size = 128  # method_kwargs.whitening_size
     # whitening_iters default 1 (solo/methods/wmse.py): one pass, as ours.
   else:
-    predictive.set_method(c, method, "cifar")
-  if method not in predictive.METHODS:
+    teacher_student.set_method(c, method, "cifar")
+  if method not in teacher_student.METHODS:
     common.add_graph(c)  # G of the "graph" form (the multicrop variant)
 
   # ---------------------------------------------------------------- optim --
@@ -221,8 +221,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default 10 (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0 (base.py)
   c.optim.lars.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
-  if method in predictive.METHODS:
-    pass  # optimiser set by predictive.set_method: {method}.yaml optimizer.*
+  if method in teacher_student.METHODS:
+    pass  # optimiser set by teacher_student.set_method: {method}.yaml optimizer.*
   elif method == "wmse":
     # wmse.yaml: optimizer adam, lr 2e-3, weight_decay 1e-6 (torch Adam adds
     # wd·p to the gradient; ours is AdamW's decoupled decay on kernels only).
@@ -271,7 +271,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     if method == "wmse":
       c.model.projector = (32, 8)
       c.loss.whitening_size = 16  # > K = 8 rows per whitened sub-batch
-    if method in predictive.METHODS:
-      predictive.set_smoke(c, method)
+    if method in teacher_student.METHODS:
+      teacher_student.set_smoke(c, method)
     c.eval_inputs.baselines = False
   return c

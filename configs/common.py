@@ -197,7 +197,7 @@ def add_graph(c: config_dict.ConfigDict) -> None:
   """Adds ``c.graph``, the graph G of the "graph" loss form, in place.
 
   For the joint-embedding methods (vicreg, simclr, barlow_twins,
-  spectral_contrastive, frossl, wmse); the predictive methods pair their
+  spectral_contrastive, frossl, wmse); the teacher-student and predictor methods pair their
   crops themselves and have no such group.
   """
   # The graph G of the "graph" loss form (ssljax.methods). "views": the

@@ -4,14 +4,14 @@
         --config.dataset.data_dir=/data/imagenet100 --workdir runs/in100_vicreg
 
 The argument is "method[,variant...]": method in METHODS ("vicreg",
-"barlow_twins", and the predictive "byol", "simsiam", "mocov3", "dino",
+"barlow_twins", and the teacher-student "byol", "simsiam", "mocov3", "dino",
 "nnclr", whose heads, teacher, loss and optimiser come from
-configs/_solo_learn_predictive.py); variant words "asymmetric" (VICReg
+configs/_solo_learn_teacher_student.py); variant words "asymmetric" (VICReg
 with the asymmetric BYOL-style views of Barlow Twins, see below) and
 "smoke" (about a minute on a CPU on a small generated RGB image folder, 64
 px views, tiny widths, 3 steps, same code path). No argument means
 "vicreg". Predictive methods: the library differences of their heads and
-SimSiam's optimiser are listed in configs/_solo_learn_predictive.py.
+SimSiam's optimiser are listed in configs/_solo_learn_teacher_student.py.
 
 Data: tfds has no ImageNet-100, so the split is read from an image folder
 (``dataset.name = "image_folder"``). Set ``dataset.data_dir`` (None here: a
@@ -43,10 +43,10 @@ Barlow's scale_loss) are those listed in configs/cifar_resnet18.py.
 
 from ml_collections import config_dict
 
-from configs import _solo_learn_predictive as predictive
+from configs import _solo_learn_teacher_student as teacher_student
 from configs import common
 
-METHODS = ("vicreg", "barlow_twins") + predictive.METHODS
+METHODS = ("vicreg", "barlow_twins") + teacher_student.METHODS
 VARIANT_WORDS = ("asymmetric", "smoke")
 
 
@@ -127,7 +127,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # (solo/methods/base.py only swaps the stem for cifar10/100).
   c.model.encoder_kwargs = config_dict.ConfigDict({"stem": "imagenet"})
   c.model.dtype = "float32"  # solo-learn: precision 16-mixed ("bfloat16")
-  if method not in predictive.METHODS:
+  if method not in teacher_student.METHODS:
     # vicreg.yaml / barlow.yaml: proj_hidden_dim 2048, proj_output_dim 2048,
     # 3-layer projector (solo/methods/{vicreg,barlow_twins}.py).
     c.model.projector = (2048, 2048, 2048)
@@ -158,11 +158,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0
   c.epochs = 400  # max_epochs: 400 (all seven yamls)
-  if method in predictive.METHODS:
+  if method in teacher_student.METHODS:
     # imagenet-100/{method}.yaml: heads, momentum, loss, optimizer lr /
     # weight_decay (batch_size 128 x devices [0, 1] = 256, lr per 256 as
     # above).
-    predictive.set_method(c, method, "imagenet100")
+    teacher_student.set_method(c, method, "imagenet100")
   c.checkpoint_every_steps = 1000
   c.log_every_steps = 50
 
@@ -176,7 +176,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # 64 px views, ImageNet stem with tiny widths.
     common.smoke_image_folder(c, "imagenet100_resnet18", image_size=80,
                               view_size=64)
-    if method in predictive.METHODS:
-      predictive.set_smoke(c, method)
+    if method in teacher_student.METHODS:
+      teacher_student.set_smoke(c, method)
   return c
 

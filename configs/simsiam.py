@@ -4,7 +4,7 @@ stop-gradient, no teacher; the main job's pipeline (configs/common.py).
     python -m ssljax.main --config configs/simsiam.py --workdir runs/simsiam
 
 Variants as in configs/common.py. ``loss.form = "graph"`` is the same loss
-over the crop graph (``ssljax.predictive.crops_graph``).
+over the crop graph (``ssljax.methods.student.crops_graph``).
 """
 
 from ml_collections import config_dict

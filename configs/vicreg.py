@@ -22,7 +22,7 @@ smoke_image_folder = common.smoke_image_folder
 def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   """Returns the run configuration; ``arg`` picks a variant from VARIANTS."""
   c = common.get_config(arg)
-  c.method = "vicreg"  # key of ssljax.methods.METHODS
+  c.method = "vicreg"  # a module of ssljax.methods (methods.available())
   # Projector widths (Dense-BN-ReLU per hidden layer, a plain last Dense);
   # the last is the embedding dimension K.
   c.model.projector = (16, 16) if arg == "smoke" else (512, 512)

@@ -340,7 +340,7 @@ import jax, numpy as np, optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 sys.path.insert(0, sys.argv[1])
 from configs import frossl, vicreg
-from ssljax import inputs, models, train
+from ssljax import inputs, methods, train
 out = {}
 for method, form in (("frossl", "multi_view"),):
   c = (frossl if method == "frossl" else vicreg).get_config("smoke")
@@ -348,9 +348,10 @@ for method, form in (("frossl", "multi_view"),):
   c.views.num_local, c.views.local_size = 2, 12
   with c.views.ignore_type():
     c.views.blur_prob = (1.0, 0.1, 0.5, 0.5)
-  net = models.make_network("cnn", {"channels": (4, 8)}, (16, 16))
+  c.model.encoder_kwargs.channels, c.model.projector = (4, 8), (16, 16)
   state0 = jax.device_get(train.create_train_state(
-      net, optax.sgd(0.05), jax.random.key(0), (28, 28, 1)))
+      methods.build(c), optax.sgd(0.05), jax.random.key(0),
+      train.batch_spec(c, (28, 28, 1))))
   images = np.random.default_rng(0).integers(0, 256, (16, 28, 28, 1),
                                              dtype=np.uint8)
   rows = []

@@ -11,8 +11,13 @@ import ml_collections
 import numpy as np
 import pytest
 
-from ssljax import config_validation, evaluators, models, monitor, report
+from ssljax import (config_validation, evaluators, methods, models, monitor,
+                    report)
 from ssljax.evaluators import base, fine_tune, online_probe
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # configs/
+from configs import byol as byol_config  # noqa: E402  pylint: disable=wrong-import-position
 
 BUILT_IN = ("linear_probe", "knn", "raw_pixel_probe", "random_init_probe",
             "online_probe", "fine_tune")
@@ -171,12 +176,14 @@ def test_fine_tune_changes_a_copy_of_the_encoder():
   y = np.arange(16) % 2
   images = (rng.integers(0, 60, (16, 4, 4, 1)) + 150 * y[:, None, None, None]
             ).astype(np.uint8)
-  net = models.make_network("mlp", {"features": (8,)}, (4,))
-  variables = net.init(jax.random.key(0), images[:2].astype(np.float32),
-                       train=False)
-  state = types.SimpleNamespace(apply_fn=net.apply,
-                                params=variables["params"],
-                                batch_stats=variables["batch_stats"])
+  config = byol_config.get_config("smoke")  # a method with a predictor
+  config.model.encoder = "mlp"
+  config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (8,)})
+  method = methods.build(config)
+  params, method_state = method.init(jax.random.key(0),
+                                     methods.BatchSpec((4, 4, 1)))
+  state = types.SimpleNamespace(method=method, params=params,
+                                method_state=method_state)
   before = jax.tree.map(np.array, state.params)
   ctx = fake_context(
       features=((None, y), (None, y)),

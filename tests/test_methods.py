@@ -1,11 +1,19 @@
-"""Tests for ssljax.methods: the method table, batch graphs and loss dispatch."""
+"""Tests for ssljax.methods: the registry, the protocol, batch graphs, the
+loss forms and each method's config checks."""
+
+import os
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import ml_collections
 import pytest
 
-from ssljax import graphs, losses, methods
+from ssljax import config_validation, graphs, losses, methods
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # configs/
 
 
 def _numpy_supervised(labels, num_views):
@@ -66,36 +74,119 @@ def test_batch_graph_errors(kwargs, match):
     methods.batch_graph(kwargs.pop("kind"), 2, len(LABELS), **kwargs)
 
 
-def test_loss_terms_dispatch_matches_library():
+def _config(name, **overrides):
+  module = __import__(f"configs.{name}", fromlist=["get_config"])
+  config = module.get_config("smoke")
+  config.model.encoder = "mlp"
+  config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (8,)})
+  config.views.local_size = 28
+  for path, value in overrides.items():
+    node = config
+    *parents, leaf = path.split(".")
+    for part in parents:
+      node = node[part]
+    node[leaf] = value
+  return config
+
+
+def test_joint_embedding_terms_match_the_library():
   z = jax.random.normal(jax.random.key(0), (2, 16, 4))
-  two_view = methods.loss_terms("vicreg", z, form="two_view")
-  np.testing.assert_allclose(two_view["loss"], losses.vicreg_two_view(z[0], z[1]),
-                             rtol=1e-6)
-  graph = methods.loss_terms("vicreg", z, form="graph")
+  two_view = methods.build(_config("vicreg")).terms(z)
+  np.testing.assert_allclose(two_view["loss"],
+                             losses.vicreg_two_view(z[0], z[1]), rtol=1e-6)
+  graph = methods.build(_config("vicreg", **{"loss.form": "graph"})).terms(z)
   np.testing.assert_allclose(
       graph["loss"], losses.vicreg(z.reshape(32, 4), graphs.views_graph(16, 2)),
       rtol=1e-6)
   labels = jnp.arange(16) % 3
-  sup = methods.loss_terms("vicreg", z, form="graph", labels=labels,
-                           graph={"kind": "supervised", "normalize": False})
+  sup = methods.build(_config("vicreg", **{
+      "loss.form": "graph", "graph.kind": "supervised",
+      "graph.normalize": False})).terms(z, labels=labels)
   g = methods.batch_graph("supervised", 2, 16, labels, normalize=False)
   np.testing.assert_allclose(sup["loss"], losses.vicreg(z.reshape(32, 4), g),
                              rtol=1e-6)
 
 
-@pytest.mark.parametrize("method, form, views, kind, match", [
-    ("swav", "two_view", 2, "views", "unknown method"),
-    ("mocov3", "graph", 2, "views", "no 'graph' form"),
-    ("byol", "graph", 2, "supervised", "not available for it"),
-    ("vicreg", "pairs", 2, "views", "unknown loss form"),
-    ("vicreg", "two_view", 3, "views", "num_views=2"),
-    ("vicreg", "two_view", 2, "supervised", "needs loss form 'graph'"),
-    ("vicreg", "graph", 1, "views", "num_views >= 2")])
-def test_check_method_errors(method, form, views, kind, match):
-  with pytest.raises(ValueError, match=match):
-    methods.check_method(method, form, views, kind)
+def _problems(config):
+  try:
+    config_validation.validate(config)
+  except config_validation.ConfigError as e:
+    return str(e)
+  return ""
 
 
-def test_every_method_offers_a_form():
-  for name, spec in methods.METHODS.items():
-    assert any(getattr(spec, f) is not None for f in methods.FORMS), name
+@pytest.mark.parametrize("name, overrides, match", [
+    ("vicreg", {"method": "swav"}, "config.method='swav': must be one of"),
+    ("mocov3", {"loss.form": "graph"}, "loss.form='graph': must be one of"),
+    ("vicreg", {"loss.form": "pairs"}, "config.loss.form='pairs'"),
+    ("vicreg", {"views.num_global": 3}, "needs 2 views"),
+    ("vicreg", {"graph.kind": "supervised"}, "needs loss form 'graph'"),
+    ("vicreg", {"views.num_global": 1, "loss.form": "graph"},
+     "at least 2 views"),
+    ("byol", {"model.predictor": ()}, "config.model.predictor=()"),
+    ("byol", {"loss.temperature": 0.1}, "not a hyper-parameter"),
+    ("dino", {"model.dino_head.out_dim": 0}, "dino_head.out_dim=0"),
+    ("nnclr", {"loss.queue_size": 8}, "queue_size=8: must be >="),
+])
+def test_each_method_refuses_its_bad_configs_in_one_line(name, overrides,
+                                                         match):
+  message = _problems(_config(name, **overrides))
+  assert match in message and "\n" not in message, message
+
+
+def test_a_field_no_one_reads_is_refused():
+  config = _config("byol")
+  with config.unlocked():
+    config.graph = ml_collections.ConfigDict({"kind": "views"})
+  assert "config.graph.kind is not read by method 'byol'" in _problems(config)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("views.num_views", "views.num_global"),
+    ("views.num_local_views", "views.num_local")])
+def test_an_old_field_name_names_the_new_one(old, new):
+  config = _config("vicreg")
+  parent, leaf = old.split(".")
+  with config.unlocked():
+    config[parent][leaf] = 2
+  message = _problems(config)
+  assert old in message and new in message and "\n" not in message
+
+
+def test_registry_lists_every_method_module():
+  assert methods.available() == sorted([
+      "barlow_twins", "byol", "dino", "frossl", "mocov3", "nnclr", "simclr",
+      "simsiam", "spectral_contrastive", "vicreg", "wmse"])
+  with pytest.raises(ValueError, match="unknown method 'swav'"):
+    methods.get("swav")
+
+
+@pytest.mark.parametrize("name", sorted([
+    "barlow_twins", "byol", "dino", "frossl", "mocov3", "nnclr", "simclr",
+    "simsiam", "spectral_contrastive", "vicreg", "wmse"]))
+def test_protocol(name):
+  """init -> loss (finite, differentiable) -> after_update -> representation,
+  with the shapes the protocol promises."""
+  config = _config(name)
+  method = methods.build(config)
+  spec = methods.BatchSpec((28, 28, 1), config.views.num_global,
+                           config.views.num_local)
+  params, state = method.init(jax.random.key(0), spec)
+  rng = np.random.default_rng(0)
+  batch = 32  # W-MSE's smoke whitening size
+  views = tuple(jnp.asarray(rng.uniform(size=(batch, 28, 28, 1)), jnp.float32)
+                for _ in range(spec.num_views))
+  schedule = {"step": jnp.zeros((), jnp.int32), "total_steps": 10,
+              "steps_per_epoch": 5}
+  (loss, aux), grads = jax.value_and_grad(method.loss, has_aux=True)(
+      params, state, {"views": views}, jax.random.key(1), schedule)
+  assert np.isfinite(float(loss)) and float(loss) == float(aux.metrics["loss"])
+  assert jax.tree.structure(aux.state) == jax.tree.structure(state)
+  assert aux.representation.shape == (batch, 8)
+  assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
+  new_state, _ = method.after_update(aux.state, params, schedule)
+  assert jax.tree.structure(new_state) == jax.tree.structure(state)
+  h = method.representation(params, new_state, views[0])
+  h2, z = method.embedding(params, new_state, views[0])
+  np.testing.assert_allclose(h, h2, rtol=1e-6)
+  assert h.shape == (batch, 8) and z.ndim == 2 and z.shape[0] == batch

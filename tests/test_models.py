@@ -17,6 +17,13 @@ import pytest
 from ssljax import models
 
 
+def _network(name, kwargs, projector, dtype=jnp.float32):
+  """Encoder ``name`` + projector of widths ``projector``, as the
+  joint-embedding methods compose them."""
+  return models.EncoderProjector(models.make_encoder(name, kwargs, dtype),
+                                 models.Projector(projector, dtype=dtype))
+
+
 def _shapes(net, x_shape):
   init = lambda key, x: net.init(key, x, train=False)
   variables = jax.eval_shape(init, jax.random.key(0), jnp.zeros(x_shape))
@@ -40,8 +47,9 @@ def _shapes(net, x_shape):
     ("vit_small16", {}, (32, 48, 3), 384),
 ])
 def test_encoder_and_projector_shapes(name, kwargs, image, dim):
-  net = models.make_network(name, kwargs, (64, 10))
-  _, (h, z) = _shapes(net, (6, *image))
+  net = _network(name, kwargs, (64, 10))
+  _, out = _shapes(net, (6, *image))
+  h, z = out["h"], out["z"]
   assert h.shape == (6, dim) and z.shape == (6, 10)
   assert z.dtype == jnp.float32
 
@@ -66,7 +74,7 @@ def test_resnet18_parameter_tree_is_unchanged_by_the_move():
   # Names and shapes of make_network("resnet18", {}, (64, 10)) as they were
   # before ResNet18 moved to models.resnet (digest recorded then): old
   # checkpoints still restore.
-  net = models.make_network("resnet18", {}, (64, 10))
+  net = _network("resnet18", {}, (64, 10))
   variables, _ = _shapes(net, (2, 32, 32, 3))
   leaves = jax.tree_util.tree_leaves_with_path(variables)
   lines = sorted(f"{jax.tree_util.keystr(p)} {tuple(x.shape)}" for p, x in leaves)
@@ -102,8 +110,9 @@ def test_resnet_zero_init_residual_zeroes_the_last_block_scale():
     ("vit_tiny16", {}, (32, 32, 3)),
 ])
 def test_bfloat16_computes_in_bf16_with_float32_parameters(name, kwargs, image):
-  net = models.make_network(name, kwargs, (8, 4), jnp.bfloat16)
-  variables, (h, z) = _shapes(net, (3, *image))
+  net = _network(name, kwargs, (8, 4), jnp.bfloat16)
+  variables, out = _shapes(net, (3, *image))
+  h, z = out["h"], out["z"]
   assert h.dtype == jnp.bfloat16 and z.dtype == jnp.float32
   assert {p.dtype for p in jax.tree.leaves(variables)} == {jnp.dtype("float32")}
 
@@ -169,17 +178,18 @@ def test_vit_rejects_an_image_not_divisible_by_the_patch():
 
 
 def test_batchnorm_uses_batch_statistics_only_in_training():
-  net = models.make_network("mlp", dict(features=(8,)), (4,))
+  net = _network("mlp", dict(features=(8,)), (4,))
   x = jax.random.normal(jax.random.key(1), (16, 2, 2, 1))
   v = net.init(jax.random.key(0), x, train=False)
-  _, z_eval = net.apply(v, x, train=False)
-  (_, z_train), updates = net.apply(v, x, train=True, mutable=["batch_stats"])
+  z_eval = net.apply(v, x, train=False)["z"]
+  out, updates = net.apply(v, x, train=True, mutable=["batch_stats"])
+  z_train = out["z"]
   # Eval mode is per-example: the first row does not depend on the others.
-  _, z_eval_one = net.apply(v, x[:1], train=False)
+  z_eval_one = net.apply(v, x[:1], train=False)["z"]
   np.testing.assert_allclose(z_eval_one[0], z_eval[0], rtol=1e-5, atol=1e-6)
   assert not np.allclose(z_train, z_eval) and "batch_stats" in updates
 
 
 def test_unknown_encoder_name():
   with pytest.raises(ValueError, match="unknown encoder"):
-    models.make_network("vit", {}, (4,))
+    _network("vit", {}, (4,))

@@ -21,7 +21,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import distributed, train
+from ssljax import distributed, methods, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -61,8 +61,8 @@ def _free_port() -> int:
 # gradients, e.g. of the projector's output bias, into ±lr steps), no
 # warm-up and a large step, so the parameters move well beyond round-off.
 _OVERRIDES = {"optim.name": "lars", "optim.warmup_epochs": 0.0,
-              "optim.learning_rate": 0.4, "optim.trust_coefficient": 0.02,
-              "num_steps": 4, "eval.baselines": False}
+              "optim.learning_rate": 0.4, "optim.lars.trust_coefficient": 0.02,
+              "num_steps": 4, "eval_inputs.baselines": False}
 
 
 def _main_args(data_dir, workdir):
@@ -74,9 +74,9 @@ def _main_args(data_dir, workdir):
 def _initial_params():
   """The parameters both runs start from (a function of config.seed)."""
   config = vicreg_config.get_config("smoke")
-  state = train.create_train_state(train.create_network(config),
-                                   optax.identity(),
-                                   jax.random.key(config.seed), (28, 28, 1))
+  state = train.create_train_state(methods.build(config), optax.identity(),
+                                   jax.random.key(config.seed),
+                                   train.batch_spec(config, (28, 28, 1)))
   return state.params
 
 

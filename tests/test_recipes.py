@@ -113,7 +113,7 @@ def test_optimiser_settings(module, arg, opt, wd, eta):
     assert o.lars.trust_coefficient == eta
 
 
-def test_predictive_recipes_solo_learn_values():
+def test_teacher_student_recipes_solo_learn_values():
   """Key values of scripts/pretrain/{cifar,imagenet-100}/*.yaml in
   vturrisi/solo-learn (and the defaults of solo/methods/*.py)."""
   byol = cifar_resnet18.get_config("byol,cifar10")
@@ -170,8 +170,8 @@ def _run_smoke(module, arg, tmp_path, extra=()):
   results = json.loads((workdir / "results.json").read_text())
   assert results["steps"] == 3
   assert results["dataset"] == "image_folder"
-  assert 0.0 <= results["probe_test_accuracy"] <= 1.0
-  assert 0.0 <= results["knn_test_accuracy"] <= 1.0
+  assert 0.0 <= results["evals"]["probe/test_accuracy"] <= 1.0
+  assert 0.0 <= results["evals"]["knn/test_accuracy"] <= 1.0
   return results
 
 
@@ -198,7 +198,7 @@ def test_image_folder_multicrop_main_job(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   results = json.loads((workdir / "results.json").read_text())
   assert results["steps"] == 3 and results["dataset"] == "image_folder"
-  assert 0.0 <= results["probe_test_accuracy"] <= 1.0
+  assert 0.0 <= results["evals"]["probe/test_accuracy"] <= 1.0
   assert len(list((tmp_path / "images" / "train").rglob("*.jpg"))) == 64
 
 

@@ -1,6 +1,6 @@
 """Data parallelism is exact: 8 CPU devices give the 1-device numbers.
 
-For every method and loss form of ``ssljax.methods.METHODS`` (and the label
+For every method and loss form of ``ssljax.methods`` (and the label
 graphs "supervised" and "mixed", whose G spans all devices), two train steps
 of ``train.sharded_train_step`` on the same global batch are run on a mesh of
 1 and of 8 devices, in float32 and in float64. Compared: every loss term of
@@ -35,7 +35,7 @@ import numpy as np
 import optax
 import pytest
 
-from ssljax import distributed, methods, models, train
+from ssljax import distributed, inputs, methods, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -93,8 +93,8 @@ RTOL = {"float32": 1e-3, "float64": 1e-11}
 
 
 def _expected_methods_and_forms():
-  return {(name, form) for name, spec in methods.METHODS.items()
-          for form in methods.FORMS if getattr(spec, form) is not None}
+  return {(name, form) for name in methods.available()
+          for form in methods.get(name).forms}
 
 
 def test_cases_cover_every_method_and_form():
@@ -203,11 +203,12 @@ def _config(method, form, views, graph):
   if (method, form) != ("vicreg", "two_view"):
     config.model.encoder = "mlp"
     config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
-  config.loss.form, config.views.num_views = form, views
+  config.loss.form, config.views.num_global = form, views
   if method == "dino":  # 2 global crops, the rest local (same size here)
-    config.views.num_views, config.views.num_local_views = 2, views - 2
+    config.views.num_global, config.views.num_local = 2, views - 2
     config.views.local_size = 28
-  config.graph.kind = graph
+  if "graph" in config:
+    config.graph.kind = graph
   return config
 
 
@@ -221,20 +222,15 @@ def _batches(views, labelled, dtype, steps=2, batch=64):
     # label graph fall on every device.
     y = np.where(rng.uniform(size=batch) < 0.25, -1,
                  rng.integers(0, 10, batch)).astype(np.int32)
-    out.append((x, y) if labelled else x)
+    out.append({"ready_views": x} | ({"labels": y} if labelled else {}))
   return out
 
 
 def _initial_state(config, dtype):
   """Host (numpy) TrainState of ``dtype``, shared by the 1- and 8-device runs."""
-  with config.unlocked():
-    config.model.dtype = "float32"
-  net = train.create_network(config)
-  if dtype == np.float64:  # computation dtype of every part
-    net = net.clone(encoder=net.encoder.clone(dtype=dtype),
-                    projector=net.projector.clone(dtype=dtype),
-                    predictor=(net.predictor and
-                               net.predictor.clone(dtype=dtype)))
+  with config.unlocked():  # computation dtype of every network
+    config.model.dtype = np.dtype(dtype).name
+  method = methods.build(config)
   # Plain SGD on the clipped gradient: the update is a smooth function of the
   # gradient (Adam's g/sqrt(v) would blow a round-off-only gradient up to
   # ±lr), and clipping keeps losses of large scale (‖ZZᵀ − G‖² on a label
@@ -242,14 +238,12 @@ def _initial_state(config, dtype):
   tx = optax.chain(_record_grads(), optax.clip_by_global_norm(1.0),
                    optax.sgd(0.05))
   state = jax.device_get(train.create_train_state(
-      net, tx, jax.random.key(0), (28, 28, 1), method=config.method,
-      loss_kwargs=config.loss.to_dict()))
+      method, tx, jax.random.key(0), train.batch_spec(config, (28, 28, 1))))
   cast = lambda tree: jax.tree.map(
       lambda a: np.asarray(a, dtype) if np.issubdtype(
           np.asarray(a).dtype, np.floating) else np.asarray(a), tree)
   params = cast(state.params)  # flax keeps float32 parameters by default
-  return state.replace(params=params, batch_stats=cast(state.batch_stats),
-                       teacher=cast(state.teacher), memory=cast(state.memory),
+  return state.replace(params=params, method_state=cast(state.method_state),
                        opt_state=tx.init(params))
 
 
@@ -259,11 +253,7 @@ def _run(config, state, devices, batches):
   mesh = train.make_mesh(devices)
   replicated = NamedSharding(mesh, P())
   state = jax.tree.map(lambda a: _put(np.asarray(a), replicated), state)
-  views_sharding = NamedSharding(mesh, P(None, "data"))
-  shardings = views_sharding
-  if train.uses_labels(config):
-    shardings = (views_sharding, NamedSharding(mesh, P("data")))
-  put = lambda b: jax.tree.map(_put, b, shardings)
+  put = lambda b: jax.tree.map(_put, b, inputs.batch_shardings(b, mesh))
   step = train.sharded_train_step(config, mesh)
   compiled = step.lower(state, put(batches[0])).compile()
   _barrier(mesh)
@@ -272,8 +262,8 @@ def _run(config, state, devices, batches):
     state, metrics = compiled(state, put(batch))
     losses.append(jax.device_get(metrics))
     grads.append(jax.device_get(state.opt_state[0]))
-  final = jax.device_get((state.params, state.batch_stats, state.opt_state,
-                          state.teacher, state.memory))
+  final = jax.device_get((state.params, state.method_state,
+                          state.opt_state))
   return {"loss terms": losses, "gradients": grads, "final state": final,
           "hlo": compiled.as_text()}
 

@@ -1,4 +1,4 @@
-"""The train step of the predictive methods: teacher, queue, centre, probe.
+"""The train step of the methods with state: EMA teacher, queue, centre, probe.
 
 BYOL, SimSiam, MoCo v3, DINO and NNCLR through ``train.sharded_train_step``
 on the small MLP encoder: the EMA teacher moves exactly by the cosine
@@ -26,7 +26,7 @@ from ssljax import ema, methods, train
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
-PREDICTIVE = ("byol", "simsiam", "mocov3", "dino", "nnclr")
+WITH_STATE = ("byol", "simsiam", "mocov3", "dino", "nnclr")
 
 
 def _config(method, form=None):
@@ -44,7 +44,7 @@ def _views(config, batch=16, seed=0):
   """Host crops ("views": global and local groups of 28 px uint8) and the
   probe's labels, as the train step takes them."""
   rng = np.random.default_rng(seed)
-  g, l = config.views.num_views, config.views.num_local_views
+  g, l = config.views.num_global, config.views.num_local
   views = [rng.uniform(size=(g, batch, 28, 28, 1)).astype(np.float32) * 255]
   if l:
     views.append(rng.uniform(size=(l, batch, 28, 28, 1)).astype(np.float32)
@@ -55,27 +55,28 @@ def _views(config, batch=16, seed=0):
 
 
 def _state(config, num_classes=10):
-  net = train.create_network(config)
-  tx = optax.sgd(0.05)
   return train.create_train_state(
-      net, tx, jax.random.key(0), (28, 28, 1), method=config.method,
-      loss_kwargs=config.loss.to_dict(), num_classes=num_classes,
-      probe_tx=train.create_probe_optimizer(config))
+      methods.build(config), optax.sgd(0.05), jax.random.key(0),
+      methods.BatchSpec((28, 28, 1), config.views.num_global,
+                        config.views.num_local),
+      num_classes=num_classes, probe_tx=train.create_probe_optimizer(config))
 
 
-def test_every_predictive_method_is_registered_with_its_needs():
-  for name in PREDICTIVE:
-    spec = methods.METHODS[name]
-    assert spec.predictive
-    assert spec.teacher == (name in ("byol", "mocov3", "dino"))
-    assert spec.queue == (name == "nnclr") and spec.center == (name == "dino")
-    assert spec.predictor == (name != "dino")
-  assert not methods.METHODS["vicreg"].predictive
-  with pytest.raises(ValueError, match="graph kind 'supervised'"):
-    methods.check_method("byol", "graph", 2, "supervised")
+def test_each_method_state_holds_what_the_method_needs():
+  """Teacher for byol / mocov3 / dino (encoder + projector only), queue for
+  nnclr, centre for dino, a predictor in the params of all but dino."""
+  for name in WITH_STATE:
+    state = _state(_config(name))
+    ms = state.method_state
+    assert ("teacher" in ms) == (name in ("byol", "mocov3", "dino"))
+    assert ("queue" in ms) == (name == "nnclr")
+    assert ("center" in ms) == (name == "dino")
+    assert ("predictor" in state.params) == (name != "dino")
+    if "teacher" in ms:
+      assert set(ms["teacher"]["params"]) == {"encoder", "projector"}
 
 
-@pytest.mark.parametrize("method", PREDICTIVE)
+@pytest.mark.parametrize("method", WITH_STATE)
 def test_one_step_moves_teacher_queue_centre_and_probe_as_defined(method):
   config = _config(method)
   total = 10
@@ -88,28 +89,27 @@ def test_one_step_moves_teacher_queue_centre_and_probe_as_defined(method):
   state, metrics = step(state, jax.device_put(batch))
   after = jax.tree.map(np.asarray, jax.device_get(state))
   assert np.isfinite(float(metrics["loss"]))
-  spec = methods.METHODS[method]
-  if spec.teacher:
+  b_ms, a_ms = before.method_state, after.method_state
+  if "teacher" in a_ms:
     m = float(ema.cosine_momentum(0, total, base=config.teacher.momentum,
                                   final=config.teacher.final_momentum))
     assert float(metrics["teacher_momentum"]) == pytest.approx(m, rel=1e-6)
-    for t0, p1, t1 in zip(jax.tree.leaves(before.teacher["params"]),
-                          jax.tree.leaves(after.params),
-                          jax.tree.leaves(after.teacher["params"])):
+    student = {k: after.params[k] for k in ("encoder", "projector")}
+    for t0, p1, t1 in zip(jax.tree.leaves(b_ms["teacher"]["params"]),
+                          jax.tree.leaves(student),
+                          jax.tree.leaves(a_ms["teacher"]["params"])):
       np.testing.assert_allclose(t1, m * t0 + (1 - m) * p1, rtol=1e-5,
                                  atol=1e-7)
     # The teacher is not the online network after a step.
     assert any(not np.array_equal(a, b) for a, b in zip(
-        jax.tree.leaves(after.teacher["params"]), jax.tree.leaves(after.params)))
-  else:
-    assert after.teacher == {}
-  if spec.queue:
-    q0, q1 = before.memory["queue"], after.memory["queue"]
+        jax.tree.leaves(a_ms["teacher"]["params"]), jax.tree.leaves(student)))
+  if "queue" in a_ms:
+    q0, q1 = b_ms["queue"], a_ms["queue"]
     assert int(q1["ptr"]) == (int(q0["ptr"]) + 16) % q0["z"].shape[0]
     np.testing.assert_array_equal(q1["z"][16:], q0["z"][16:])
     assert not np.allclose(q1["z"][:16], q0["z"][:16])
-  if spec.center:
-    assert not np.allclose(after.memory["center"], before.memory["center"])
+  if "center" in a_ms:
+    assert not np.allclose(a_ms["center"], b_ms["center"])
     assert float(metrics["teacher_temperature"]) == pytest.approx(
         config.loss.warmup_teacher_temperature)
   # The online probe trained; its loss and accuracy are logged.
@@ -172,7 +172,7 @@ def test_resume_with_teacher_queue_and_centre_equals_uninterrupted_run(
   module = __import__(f"configs.{method}", fromlist=["get_config"])
   config = module.get_config("smoke")
   config.dataset.data_dir = fmnist_data_dir
-  config.eval.baselines = False
+  config.eval_inputs.baselines = False
   for name in list(config.evals.keys()):
     if name not in ("probe", "online_probe"):
       del config.evals[name]
@@ -182,11 +182,14 @@ def test_resume_with_teacher_queue_and_centre_equals_uninterrupted_run(
   resumed = train.train_and_evaluate(config, str(tmp_path / "c"))
   assert resumed["resumed_from_step"] == 3
   a, c = (_checkpoint_state(tmp_path / d, 6) for d in ("a", "c"))
-  assert set(a) >= {"params", "teacher", "memory", "probe"}
-  for key in ("params", "teacher", "memory", "probe", "batch_stats"):
+  assert set(a) >= {"params", "method_state", "probe"}
+  assert set(a["method_state"]) >= {"batch_stats"} | (
+      {"queue"} if method == "nnclr" else {"teacher", "center"})
+  for key in ("params", "method_state", "probe", "opt_state"):
     for x, y in zip(jax.tree.leaves(a[key]), jax.tree.leaves(c[key])):
       np.testing.assert_array_equal(x, y)
-  assert resumed["probe_test_accuracy"] == first["probe_test_accuracy"]
+  assert (resumed["evals"]["probe/test_accuracy"]
+          == first["evals"]["probe/test_accuracy"])
   steps = [json.loads(l)["step"] for l in open(tmp_path / "c" / "metrics.jsonl")]
   assert steps == [2, 4, 6, 6]  # the last line: the final evaluators
 
@@ -213,11 +216,25 @@ def test_online_probe_reaches_the_offline_probe_on_a_frozen_encoder(
   config.num_steps = 300
   config.checkpoint_every_steps = 300
   config.log_every_steps = 50
-  config.eval.baselines = False
+  config.eval_inputs.baselines = False
   for name in list(config.evals.keys()):
     if name not in ("probe", "online_probe"):
       del config.evals[name]
   results = train.train_and_evaluate(config, str(tmp_path))
-  online, offline = (results["online_probe_test_accuracy"],
-                     results["probe_test_accuracy"])
+  online, offline = (results["evals"]["online_probe/test_accuracy"],
+                     results["evals"]["probe/test_accuracy"])
   assert online >= offline - 0.05, (online, offline)
+
+
+def test_the_online_probe_has_one_switch_its_evals_entry():
+  """With an ``evals`` entry of type online_probe the step trains a probe
+  (and the evaluator scores it); without one there is no probe at all."""
+  config = _config("simsiam")
+  assert train.create_probe_optimizer(config) is not None
+  del config.evals["online_probe"]
+  assert train.create_probe_optimizer(config) is None
+  mesh = train.make_mesh(jax.devices()[:1])
+  step = train.sharded_train_step(config, mesh, total_steps=4)
+  state, metrics = step(_state(config, num_classes=0),
+                        jax.device_put(_views(config)))
+  assert state.probe == {} and "online_probe_loss" not in metrics

@@ -7,7 +7,7 @@ views the probability and strength of every op of `ssljax.data.view_ops`
 asymmetric recipes of BYOL, VICReg or Barlow Twins are configs, not code.
 
 `device_views` runs inside the jitted train step. It receives what the host
-shipped (`ssljax.data.loader.train_batches`): either the uint8 images of
+shipped (`ssljax.data.batches.train_batches`): either the uint8 images of
 the batch, cropped here once per view, or the host's uint8 crops; then it
 applies each view's ops. Every draw is keyed by ``key`` (derived from
 (seed, step)) with the batch as the leading axis, so the views at step s

@@ -32,7 +32,7 @@ __all__ = ["BatchSpec", "LossAux", "Method", "available", "get", "build",
            "DATASET_GRAPH_KINDS", "batch_graph"]
 
 # Modules of this package that are not methods.
-_NOT_METHODS = ("base", "joint_embedding", "ema_teacher")
+_NOT_METHODS = ("base", "joint_embedding", "ema_teacher", "student")
 
 
 def available() -> list[str]:
@@ -83,5 +83,8 @@ def config_problems(config) -> list[str]:
   cls = get(name)
   if "loss" not in config or "form" not in config.loss:
     return ["config.loss.form is missing (a method config must set it)"]
-  problems = config_rules.check_fields(config, cls.config_fields(config))
+  problems = [p + f" (method {name!r} reads it)" if p.endswith("missing")
+              else p
+              for p in config_rules.check_fields(config,
+                                                 cls.config_fields(config))]
   return problems or cls.check_config(config)

@@ -281,8 +281,11 @@ def loss_hparams(config) -> dict:
 
 
 def compute_dtype(config):
-  """jnp dtype of ``config.model.dtype``."""
-  return {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[config.model.dtype]
+  """jnp dtype of ``config.model.dtype``: "float32" or "bfloat16" (the
+  runs' choices), or "float64" (exactness tests under ``jax_enable_x64``;
+  not accepted by the run's config validation)."""
+  return {"float32": jnp.float32, "bfloat16": jnp.bfloat16,
+          "float64": jnp.float64}[config.model.dtype]
 
 
 def encoder_of(config):

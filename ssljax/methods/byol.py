@@ -14,7 +14,7 @@ MSE (§3.1, eq. (2)), in one of two forms:
 """
 
 from ssljax import losses
-from ssljax.methods import _student, base, ema_teacher
+from ssljax.methods import student, base, ema_teacher
 
 __all__ = ["Method"]
 
@@ -24,9 +24,9 @@ def _two_view(p_VxBxK, t_GxBxK):
 
 
 def _graph(p_VxBxK, t_GxBxK):
-  g = _student.crops_graph(p_VxBxK, t_GxBxK.shape[0])
-  return 2.0 * losses.byol_graph(_student.flat(p_VxBxK),
-                                 _student.flat(t_GxBxK), g)
+  g = student.crops_graph(p_VxBxK, t_GxBxK.shape[0])
+  return 2.0 * losses.byol_graph(student.flat(p_VxBxK),
+                                 student.flat(t_GxBxK), g)
 
 
 class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
@@ -38,12 +38,12 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = _student.predictor_network(config)
-    self.teacher_network = _student.projector_network(config)
+    self.network = student.predictor_network(config)
+    self.teacher_network = student.projector_network(config)
 
   @classmethod
   def config_fields(cls, config):
-    return {**_student.PREDICTOR_FIELDS, **ema_teacher.TEACHER_FIELDS,
+    return {**student.PREDICTOR_FIELDS, **ema_teacher.TEACHER_FIELDS,
             **base.loss_fields(config, cls.FORMS)}
 
   @classmethod
@@ -64,7 +64,7 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
     del key, schedule
     t_GxBxK, state = self.teacher_forward(state, batch["views"])
     outs, stats = self.forward(params, state["batch_stats"], batch["views"])
-    loss = self.FORMS[self.config.loss.form](_student.stack(outs, "p"),
+    loss = self.FORMS[self.config.loss.form](student.stack(outs, "p"),
                                              t_GxBxK)
     return loss, base.LossAux({"loss": loss},
                               {**state, "batch_stats": stats}, outs[0]["h"])

@@ -16,7 +16,7 @@ over the crop graph, `losses.dino_graph`), equal to it.
 import jax.numpy as jnp
 
 from ssljax import config_rules as rules, losses, models
-from ssljax.methods import _student, base, ema_teacher
+from ssljax.methods import student, base, ema_teacher
 
 __all__ = ["Method"]
 
@@ -47,9 +47,9 @@ def _multi_view(s_VxBxK, t_GxBxK, center_K, *, student_temperature: float = 0.1,
 
 def _graph(s_VxBxK, t_GxBxK, center_K, *, student_temperature: float = 0.1,
            teacher_temperature: float = 0.04):
-  g = _student.crops_graph(s_VxBxK, t_GxBxK.shape[0])
+  g = student.crops_graph(s_VxBxK, t_GxBxK.shape[0])
   return {"loss": losses.dino_graph(
-      _student.flat(s_VxBxK), _student.flat(t_GxBxK), center_K, g,
+      student.flat(s_VxBxK), student.flat(t_GxBxK), center_K, g,
       student_temperature=student_temperature,
       teacher_temperature=teacher_temperature)}
 
@@ -117,7 +117,7 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
     outs, stats = self.forward(params, state["batch_stats"], batch["views"])
     tau_t = self.teacher_temperature(schedule)
     terms = self.FORMS[self.config.loss.form](
-        _student.stack(outs, "z"), t_GxBxK, state["center"],
+        student.stack(outs, "z"), t_GxBxK, state["center"],
         student_temperature=self.hparams["student_temperature"],
         teacher_temperature=tau_t)
     center = losses.dino_center_update(

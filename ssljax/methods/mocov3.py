@@ -9,7 +9,7 @@ batch, times 2τ, symmetrised (`losses.mocov3_two_view`); τ =
 """
 
 from ssljax import losses
-from ssljax.methods import _student, base, ema_teacher
+from ssljax.methods import student, base, ema_teacher
 
 __all__ = ["Method"]
 
@@ -28,13 +28,13 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = _student.predictor_network(config)
-    self.teacher_network = _student.projector_network(config)
+    self.network = student.predictor_network(config)
+    self.teacher_network = student.projector_network(config)
     self.hparams = base.loss_hparams(config)
 
   @classmethod
   def config_fields(cls, config):
-    return {**_student.PREDICTOR_FIELDS, **ema_teacher.TEACHER_FIELDS,
+    return {**student.PREDICTOR_FIELDS, **ema_teacher.TEACHER_FIELDS,
             **base.loss_fields(config, cls.FORMS)}
 
   @classmethod
@@ -54,6 +54,6 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
     del key, schedule
     k_GxBxK, state = self.teacher_forward(state, batch["views"])
     outs, stats = self.forward(params, state["batch_stats"], batch["views"])
-    loss = _two_view(_student.stack(outs, "p"), k_GxBxK, **self.hparams)
+    loss = _two_view(student.stack(outs, "p"), k_GxBxK, **self.hparams)
     return loss, base.LossAux({"loss": loss},
                               {**state, "batch_stats": stats}, outs[0]["h"])

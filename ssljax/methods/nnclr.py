@@ -14,7 +14,7 @@ queue (`losses.nnclr_graph`), equal to it.
 import jax
 
 from ssljax import losses, queue as support_queue
-from ssljax.methods import _student, base
+from ssljax.methods import student, base
 
 __all__ = ["Method"]
 
@@ -45,12 +45,12 @@ class Method(base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = _student.predictor_network(config)
+    self.network = student.predictor_network(config)
     self.hparams = base.loss_hparams(config)
 
   @classmethod
   def config_fields(cls, config):
-    return {**_student.PREDICTOR_FIELDS, **base.loss_fields(config, cls.FORMS)}
+    return {**student.PREDICTOR_FIELDS, **base.loss_fields(config, cls.FORMS)}
 
   @classmethod
   def check_config(cls, config):
@@ -80,7 +80,7 @@ class Method(base.SingleNetworkMethod):
   def loss(self, params, state, batch, key, schedule):
     del key, schedule
     outs, stats = self.forward(params, state["batch_stats"], batch["views"])
-    p, z = _student.stack(outs, "p"), _student.stack(outs, "z")
+    p, z = student.stack(outs, "p"), student.stack(outs, "z")
     loss = self.FORMS[self.config.loss.form](p, z, state["queue"]["z"],
                                              **self.hparams)
     queue = support_queue.queue_push(state["queue"], z[0])

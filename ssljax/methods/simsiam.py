@@ -13,7 +13,7 @@ forms:
 """
 
 from ssljax import losses
-from ssljax.methods import _student, base
+from ssljax.methods import student, base
 
 __all__ = ["Method"]
 
@@ -24,8 +24,8 @@ def _two_view(p_VxBxK, z_GxBxK):
 
 
 def _graph(p_VxBxK, z_GxBxK):
-  g = _student.crops_graph(p_VxBxK, z_GxBxK.shape[0])
-  return losses.simsiam_graph(_student.flat(p_VxBxK), _student.flat(z_GxBxK),
+  g = student.crops_graph(p_VxBxK, z_GxBxK.shape[0])
+  return losses.simsiam_graph(student.flat(p_VxBxK), student.flat(z_GxBxK),
                               g)
 
 
@@ -38,11 +38,11 @@ class Method(base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = _student.predictor_network(config)
+    self.network = student.predictor_network(config)
 
   @classmethod
   def config_fields(cls, config):
-    return {**_student.PREDICTOR_FIELDS, **base.loss_fields(config, cls.FORMS)}
+    return {**student.PREDICTOR_FIELDS, **base.loss_fields(config, cls.FORMS)}
 
   @classmethod
   def check_config(cls, config):
@@ -57,8 +57,8 @@ class Method(base.SingleNetworkMethod):
   def loss(self, params, state, batch, key, schedule):
     del key, schedule
     outs, stats = self.forward(params, state["batch_stats"], batch["views"])
-    z_GxBxK = _student.stack(outs, "z")[:self.config.views.num_global]
-    loss = self.FORMS[self.config.loss.form](_student.stack(outs, "p"),
+    z_GxBxK = student.stack(outs, "z")[:self.config.views.num_global]
+    loss = self.FORMS[self.config.loss.form](student.stack(outs, "p"),
                                              z_GxBxK)
     return loss, base.LossAux({"loss": loss},
                               {**state, "batch_stats": stats}, outs[0]["h"])

@@ -1,5 +1,6 @@
-"""Pieces shared by the methods that read more than the embeddings: the
-predictor network, the flattened views and the crop graph of multi-crop."""
+"""What the student networks of BYOL, SimSiam, MoCo v3, DINO and NNCLR share:
+their construction from the config, the flattened views and the crop graph
+of multi-crop."""
 
 import jax.numpy as jnp
 
