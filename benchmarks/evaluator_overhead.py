@@ -26,7 +26,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from configs import vicreg as vicreg_config  # noqa: E402
-from ssljax import data, optimizers, train  # noqa: E402
+from ssljax import methods, optimizers, train  # noqa: E402
 
 BEFORE = ("probe", "knn", "raw_pixel_probe", "random_init_probe")
 
@@ -38,13 +38,13 @@ def step_seconds(rounds: int, steps: int) -> dict:
   images = np.random.default_rng(0).integers(
       0, 256, (config.batch_size, 28, 28, 1), dtype=np.uint8)
   labels = np.arange(config.batch_size, dtype=np.int32) % 10
-  net = train.create_network(config)
+  method = methods.build(config)
   tx = optimizers.create_optimizer(config.optim, lambda step: 1e-3)
+  spec = train.batch_spec(config, images.shape[1:])
   variants = {}
   for name, classes in (("with online probe", 10), ("without", 0)):
     state = train.create_train_state(
-        net, tx, jax.random.key(0), (28, 28, 1), method=config.method,
-        loss_kwargs=config.loss.to_dict(), num_classes=classes,
+        method, tx, jax.random.key(0), spec, num_classes=classes,
         probe_tx=train.create_probe_optimizer(config))
     batch = {"images": images}
     if classes:

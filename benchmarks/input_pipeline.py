@@ -34,12 +34,13 @@ import tempfile
 import time
 
 import jax
+import ml_collections
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from ssljax import data, models, optimizers, train  # noqa: E402
+from ssljax import data, methods, optimizers, train  # noqa: E402
 from ssljax.data import synthetic  # noqa: E402
 
 # BYOL's view recipe (Grill et al. 2020, arXiv 2006.07733, Table 6).
@@ -91,13 +92,17 @@ def _device_rate(host_batch, spec, batch):
 
 
 def _step_rate(host_batch, views, encoder_kwargs, batch):
-  spec = data.view_spec(views)
-  network = models.make_network("resnet18", encoder_kwargs, (512, 512))
+  """Train-step images/s of VICReg with a ResNet-18 (``encoder_kwargs``)
+  and the 512-512 projector on these views."""
   config = _config(views)
+  config.model.encoder = "resnet18"
+  config.model.encoder_kwargs = ml_collections.ConfigDict(encoder_kwargs)
+  config.model.projector = (512, 512)
+  method = methods.build(config)
   tx = optimizers.create_optimizer(config.optim, lambda _: 1e-3)
-  size = spec.sizes((spec.size,))[0]
-  state = train.create_train_state(network, tx, jax.random.key(0),
-                                   (size, size, 3))
+  size = views["size"]  # RGB images; the config's dataset is Fashion-MNIST
+  state = train.create_train_state(method, tx, jax.random.key(0),
+                                   train.batch_spec(config, (size, size, 3)))
   mesh = train.make_mesh(jax.devices()[:1])
   step = train.sharded_train_step(config, mesh)
   device = {k: v for k, v in host_batch.items() if k in ("images", "views")}

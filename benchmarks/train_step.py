@@ -53,7 +53,7 @@ import numpy as np
 
 from configs import simclr as simclr_config
 from configs import vicreg as vicreg_config
-from ssljax import data, optimizers, train
+from ssljax import data, methods, optimizers, train
 from ssljax.models import encoders
 
 MLP_FEATURES = (512, 512)
@@ -103,12 +103,12 @@ def _xla_flops(compiled) -> float:
 def jax_step(config, views: np.ndarray):
   """(run one step and block, XLA flops) for ``config`` on a fixed batch."""
   mesh = train.make_mesh(jax.devices()[:1])
-  network = train.create_network(config)
+  method = methods.build(config)
   tx = optimizers.create_optimizer(config.optim, lambda step: 1e-3)
-  state = train.create_train_state(network, tx, jax.random.key(0),
-                                   views.shape[2:])
+  state = train.create_train_state(method, tx, jax.random.key(0),
+                                   train.batch_spec(config, views.shape[2:]))
   step_fn = train.sharded_train_step(config, mesh)
-  batch = jax.device_put(views)
+  batch = {"ready_views": jax.device_put(views)}  # views already augmented
   compiled = step_fn.lower(state, batch).compile()
   box = [state]
 

@@ -60,7 +60,9 @@ def finished_runs(out: str) -> dict:
 
 
 def _cell(r: dict, key: str, fmt: str = ".4f") -> str:
-  value = r.get(key, r.get("evals", {}).get(key))
+  """``r["evals"][key]`` ("<evaluator>/<metric>") formatted, or "" if the
+  run has no such value."""
+  value = r.get("evals", {}).get(key)
   return "" if value is None else format(value, fmt)
 
 
@@ -71,9 +73,9 @@ def table(results: dict) -> str:
   for name, r in results.items():
     lines.append(
         f"| {name} | {r['method']} | {r.get('loss_form', '')} | "
-        f"{r.get('graph', '')} | {_cell(r, 'probe_test_accuracy')} | "
-        f"{_cell(r, 'knn_test_accuracy')} | "
-        f"{_cell(r, 'online_probe_test_accuracy')} | "
+        f"{r.get('graph', '')} | {_cell(r, 'probe/test_accuracy')} | "
+        f"{_cell(r, 'knn/test_accuracy')} | "
+        f"{_cell(r, 'online_probe/test_accuracy')} | "
         f"{_cell(r, 'rankme/rankme', '.1f')} | "
         f"{r['train_seconds']:.0f} | {r['wall_seconds']:.0f} |")
   base = results.get(BASELINE_RUN)
@@ -81,9 +83,9 @@ def table(results: dict) -> str:
     lines.append(f"(no baselines: run --configs {BASELINE_RUN} to probe them)")
     return "\n".join(lines) + "\n"
   lines.append(f"| raw pixels (baseline) | | | | "
-               f"{base['raw_pixel_probe_test_accuracy']:.4f} | | | | | |")
+               f"{_cell(base, 'raw_pixel_probe/test_accuracy')} | | | | | |")
   lines.append(f"| random-init encoder (baseline) | | | | "
-               f"{base['random_init_probe_test_accuracy']:.4f} | | | | | |")
+               f"{_cell(base, 'random_init_probe/test_accuracy')} | | | | | |")
   return "\n".join(lines) + "\n"
 
 

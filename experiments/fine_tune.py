@@ -48,7 +48,7 @@ def main():
   for path in ("views.crop_scale", "views.local_crop_scale", "views.crop_ratio",
                "model.projector", "model.predictor"):
     parent, leaf = path.split(".")
-    if leaf in config[parent]:  # predictor: predictive methods only
+    if leaf in config[parent]:  # predictor: BYOL, SimSiam, MoCo v3, NNCLR
       config[parent][leaf] = tuple(config[parent][leaf])
   config.evals = ml_collections.ConfigDict()
   config.evals.fine_tune = common.evals_entry(
