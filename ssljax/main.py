@@ -86,6 +86,10 @@ def _flag_error_message(exc: BaseException, argv) -> str:
       config = None
     if config is not None:
       known = set(config_validation.field_paths(config))
+      from ssljax import config_rules  # pylint: disable=import-outside-toplevel
+      for path in unknown:
+        if path not in known and path in config_rules.RENAMED:
+          return f"config.{path} was {config_rules.RENAMED[path]} ({spec})"
       for path in unknown:
         node_ok = path in known or any(k.startswith(path + ".") for k in known)
         if not node_ok:

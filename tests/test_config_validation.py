@@ -138,6 +138,10 @@ def _main(*args, cwd=REPO):
     (["--config.epochs=abc"], "config.epochs='abc': cannot be parsed"),
     (["--config.optim.name=sgd"], "config.optim.name='sgd'"),
     (["--config.views.crop_scale=(0.5,0.2)"], "config.views.crop_scale"),
+    (["--config.views.num_views=3"],
+     "config.views.num_views was renamed config.views.num_global"),
+    (["--config.online_probe.enabled=False"],
+     "replaced by the presence of the entry config.evals.online_probe"),
 ])
 def test_entry_point_prints_one_line_and_exits_2(tmp_path, args, expected):
   workdir = tmp_path / "run"
