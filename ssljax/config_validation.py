@@ -247,15 +247,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   problems = config_rules.renamed_problems(config)
   if problems:
     raise ConfigError("; ".join(problems))
-  for path, rule in _RULES.items():
-    try:
-      value = _get(config, path)
-    except (KeyError, AttributeError):
-      problems.append(f"config.{path} is missing (a config file must define it)")
-      continue
-    why = rule(value)
-    if why is not None:
-      problems.append(f"config.{path}={value!r}: must be {why}")
+  problems += config_rules.check_fields(config, _RULES)
   if not problems:
     problems += _view_problems(config)
   if not problems:

@@ -41,7 +41,8 @@ import ml_collections
 from ssljax import config_rules, models
 
 __all__ = ["BatchSpec", "LossAux", "Method", "SingleNetworkMethod",
-           "forward_views", "loss_fields", "loss_key_problems", "loss_hparams",
+           "forward_views", "projector_network", "predictor_network",
+           "two_view_problem", "loss_fields", "loss_key_problems", "loss_hparams",
            "encoder_of", "compute_dtype", "keyword_hparams"]
 
 
@@ -293,6 +294,35 @@ def encoder_of(config):
   return models.make_encoder(config.model.encoder,
                              config.model.encoder_kwargs.to_dict(),
                              compute_dtype(config))
+
+
+def projector_network(config):
+  """`ssljax.models.EncoderProjector` of ``config.model``: the encoder and
+  the projector MLP of widths ``model.projector``."""
+  dtype = compute_dtype(config)
+  return models.EncoderProjector(
+      encoder_of(config),
+      models.Projector(tuple(config.model.projector), dtype=dtype))
+
+
+def predictor_network(config):
+  """`ssljax.models.EncoderProjectorPredictor` of ``config.model``: the
+  predictor has the projector's layer form (Dense-BN-ReLU, last Dense)."""
+  dtype = compute_dtype(config)
+  return models.EncoderProjectorPredictor(
+      encoder_of(config),
+      models.Projector(tuple(config.model.projector), dtype=dtype),
+      models.Projector(tuple(config.model.predictor), dtype=dtype))
+
+
+def two_view_problem(config, what: str) -> list:
+  """[one line] when ``what`` (e.g. "method 'mocov3'") needs V = 2 views and
+  the config has another count, else []."""
+  num_views = config.views.num_global + config.views.num_local
+  if num_views == 2:
+    return []
+  return [f"{what} needs 2 views (views.num_global + views.num_local), got "
+          f"{num_views}"]
 
 
 class SingleNetworkMethod(Method):

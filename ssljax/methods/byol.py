@@ -38,8 +38,8 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = student.predictor_network(config)
-    self.teacher_network = student.projector_network(config)
+    self.network = base.predictor_network(config)
+    self.teacher_network = base.projector_network(config)
 
   @classmethod
   def config_fields(cls, config):
@@ -49,16 +49,10 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
   @classmethod
   def check_config(cls, config):
     problems = base.loss_key_problems(config, cls.name, cls.FORMS)
-    if not problems and config.loss.form == "two_view" and (
-        config.views.num_global + config.views.num_local != 2):
-      problems.append("config.loss.form='two_view' needs 2 views "
-                      "(views.num_global + views.num_local); use form "
-                      "'graph' for multi-crop")
+    if not problems and config.loss.form == "two_view":
+      problems = base.two_view_problem(
+          config, "config.loss.form='two_view' (use 'graph' for multi-crop)")
     return problems
-
-  def init(self, key, batch_spec):
-    params, state = super().init(key, batch_spec)
-    return params, self.init_teacher(params, state)
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule

@@ -30,11 +30,14 @@ _HEAD_FIELDS = {
 }
 
 
-def _hparams(student_temperature: float = 0.1,
-             teacher_temperature: float = 0.04,
-             warmup_teacher_temperature: float = 0.04,
-             teacher_temperature_warmup_epochs: float = 0.0,
-             center_momentum: float = 0.9):
+def _hyperparameters(*, student_temperature: float = 0.1,
+                     teacher_temperature: float = 0.04,
+                     warmup_teacher_temperature: float = 0.04,
+                     teacher_temperature_warmup_epochs: float = 0.0,
+                     center_momentum: float = 0.9) -> dict:
+  """DINO's ``config.loss`` hyper-parameters (every form takes all five: the
+  temperature schedule and the centre momentum act outside the form), with
+  the official defaults filled in."""
   return dict(locals())
 
 
@@ -54,28 +57,14 @@ def _graph(s_VxBxK, t_GxBxK, center_K, *, student_temperature: float = 0.1,
       teacher_temperature=teacher_temperature)}
 
 
-def _accepts_all(fn):
-  """A form's signature for config checks: the temperatures' schedule and
-  the centre momentum are hyper-parameters of every form."""
-  def form(*args, student_temperature: float = 0.1,
-           teacher_temperature: float = 0.04,
-           warmup_teacher_temperature: float = 0.04,
-           teacher_temperature_warmup_epochs: float = 0.0,
-           center_momentum: float = 0.9):
-    del args, student_temperature, teacher_temperature
-    del warmup_teacher_temperature, teacher_temperature_warmup_epochs
-    del center_momentum
-  form.__name__ = fn.__name__
-  return form
-
-
 class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
   """DINO: self-distillation with a centred, sharpened EMA teacher."""
 
   name = "dino"
   FORMS = {"multi_view": _multi_view, "graph": _graph}
   forms = tuple(FORMS)
-  _SIGNATURES = {f: _accepts_all(fn) for f, fn in FORMS.items()}
+  # The config check reads each form's hyper-parameters from its keywords.
+  _SIGNATURES = {f: _hyperparameters for f in FORMS}
 
   def __init__(self, config):
     super().__init__(config)
@@ -85,7 +74,7 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
     self.network = models.EncoderProjector(base.encoder_of(config), head())
     self.teacher_network = models.EncoderProjector(base.encoder_of(config),
                                                    head())
-    self.hparams = _hparams(**base.loss_hparams(config))
+    self.hparams = _hyperparameters(**base.loss_hparams(config))
 
   @classmethod
   def config_fields(cls, config):
@@ -99,8 +88,7 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
   def init(self, key, batch_spec):
     params, state = super().init(key, batch_spec)
     dim = self.config.model.dino_head.out_dim
-    state = {**state, "center": jnp.zeros((dim,), jnp.float32)}
-    return params, self.init_teacher(params, state)
+    return params, {**state, "center": jnp.zeros((dim,), jnp.float32)}
 
   def teacher_temperature(self, schedule):
     """τ_t at ``schedule["step"]``: the linear warm-up then constant."""

@@ -27,19 +27,22 @@ _TEACHER_PARTS = ("encoder", "projector")
 
 
 class EMATeacherMixin:
-  """For a `base.SingleNetworkMethod` whose ``teacher_network`` (an
-  `ssljax.models.EncoderProjector`) shares the student's encoder and
-  projector: state["teacher"] = {"params", "batch_stats"}."""
+  """For a `base.SingleNetworkMethod` (listed after this mixin) whose
+  ``teacher_network`` (an `ssljax.models.EncoderProjector`) shares the
+  student's encoder and projector: ``init`` adds state["teacher"] =
+  {"params", "batch_stats"}, ``after_update`` moves it."""
 
   teacher_network = None
 
-  def init_teacher(self, params, state) -> dict:
-    """``state`` plus the teacher, a copy (own buffers: the train step
-    donates the state) of the student's encoder and projector."""
+  def init(self, key, batch_spec):
+    """The student's (params, state), the state with the teacher: a copy
+    (own buffers: the train step donates the state) of the student's
+    encoder and projector."""
+    params, state = super().init(key, batch_spec)
     pick = lambda tree: {k: tree[k] for k in _TEACHER_PARTS if k in tree}
     teacher = jax.tree.map(jnp.copy, {
         "params": pick(params), "batch_stats": pick(state["batch_stats"])})
-    return {**state, "teacher": teacher}
+    return params, {**state, "teacher": teacher}
 
   def teacher_forward(self, state, views) -> tuple:
     """(stop-gradient teacher outputs z (G, B, K) of the global views, the

@@ -20,7 +20,7 @@ graph (GRAPH_KINDS) or a whole-dataset graph trained on sampled edges
 import jax
 import jax.numpy as jnp
 
-from ssljax import config_rules as rules, graphs, losses, models
+from ssljax import config_rules as rules, graphs, losses
 from ssljax.methods import base
 
 __all__ = ["GRAPH_KINDS", "DATASET_GRAPH_KINDS", "JointEmbeddingMethod",
@@ -130,10 +130,7 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    c = config.model
-    self.network = models.EncoderProjector(
-        base.encoder_of(config),
-        models.Projector(tuple(c.projector), dtype=base.compute_dtype(config)))
+    self.network = base.projector_network(config)
     self.form = config.loss.form
     self.hparams = base.loss_hparams(config)
     self.graph_kwargs = {"kind": config.graph.kind,

@@ -45,7 +45,7 @@ class Method(base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = student.predictor_network(config)
+    self.network = base.predictor_network(config)
     self.hparams = base.loss_hparams(config)
 
   @classmethod
@@ -55,10 +55,8 @@ class Method(base.SingleNetworkMethod):
   @classmethod
   def check_config(cls, config):
     problems = base.loss_key_problems(config, cls.name, cls.FORMS)
-    if not problems and (config.views.num_global + config.views.num_local
-                         != 2):
-      problems.append("method 'nnclr' needs 2 views (views.num_global + "
-                      "views.num_local)")
+    if not problems:
+      problems = base.two_view_problem(config, "method 'nnclr'")
     queue = config.loss.get("queue_size", 65536)
     if isinstance(queue, int) and queue < config.batch_size:
       problems.append(f"config.loss.queue_size={queue}: must be >= "
@@ -68,13 +66,9 @@ class Method(base.SingleNetworkMethod):
 
   def init(self, key, batch_spec):
     params, state = super().init(key, batch_spec)
-    x = jax.numpy.zeros((2, *batch_spec.view_shape), jax.numpy.float32)
-    dim = jax.eval_shape(
-        lambda p: self.network.apply({"params": p, **state}, x, train=False),
-        params)["z"].shape[-1]
     queue = support_queue.queue_init(jax.random.fold_in(key, 1),
                                      self.hparams.get("queue_size", 65536),
-                                     dim)
+                                     self.config.model.projector[-1])
     return params, {**state, "queue": queue}
 
   def loss(self, params, state, batch, key, schedule):

@@ -38,7 +38,7 @@ class Method(base.SingleNetworkMethod):
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = student.predictor_network(config)
+    self.network = base.predictor_network(config)
 
   @classmethod
   def config_fields(cls, config):
@@ -47,11 +47,9 @@ class Method(base.SingleNetworkMethod):
   @classmethod
   def check_config(cls, config):
     problems = base.loss_key_problems(config, cls.name, cls.FORMS)
-    if not problems and config.loss.form == "two_view" and (
-        config.views.num_global + config.views.num_local != 2):
-      problems.append("config.loss.form='two_view' needs 2 views "
-                      "(views.num_global + views.num_local); use form "
-                      "'graph' for multi-crop")
+    if not problems and config.loss.form == "two_view":
+      problems = base.two_view_problem(
+          config, "config.loss.form='two_view' (use 'graph' for multi-crop)")
     return problems
 
   def loss(self, params, state, batch, key, schedule):

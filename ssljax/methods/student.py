@@ -1,35 +1,15 @@
-"""What the student networks of BYOL, SimSiam, MoCo v3, DINO and NNCLR share:
-their construction from the config, the flattened views and the crop graph
-of multi-crop."""
+"""What BYOL, SimSiam, MoCo v3, DINO and NNCLR share: the predictor's config
+fields, the stacked and flattened view outputs and the crop graph of
+multi-crop."""
 
 import jax.numpy as jnp
 
-from ssljax import config_rules as rules, losses, models
-from ssljax.methods import base
+from ssljax import config_rules as rules, losses
 
-__all__ = ["PREDICTOR_FIELDS", "predictor_network", "projector_network",
-           "flat", "crops_graph", "stack"]
+__all__ = ["PREDICTOR_FIELDS", "flat", "crops_graph", "stack"]
 
 PREDICTOR_FIELDS = {"model.projector": rules.nonempty_widths,
                     "model.predictor": rules.nonempty_widths}
-
-
-def projector_network(config):
-  """`ssljax.models.EncoderProjector` of ``config.model`` (the teachers)."""
-  dtype = base.compute_dtype(config)
-  return models.EncoderProjector(
-      base.encoder_of(config),
-      models.Projector(tuple(config.model.projector), dtype=dtype))
-
-
-def predictor_network(config):
-  """`ssljax.models.EncoderProjectorPredictor` of ``config.model``: the
-  predictor has the projector's layer form (Dense-BN-ReLU, last Dense)."""
-  dtype = base.compute_dtype(config)
-  return models.EncoderProjectorPredictor(
-      base.encoder_of(config),
-      models.Projector(tuple(config.model.projector), dtype=dtype),
-      models.Projector(tuple(config.model.predictor), dtype=dtype))
 
 
 def stack(outs, key):
