@@ -17,9 +17,11 @@ the database of DIR (what the service's background worker runs).
 SIGTERM: in-flight requests finish, the process exits 0 (within 5 s).
 """
 
+import contextlib
 import json
 import os
 import pathlib
+import signal
 import sys
 import threading
 import time
@@ -83,15 +85,36 @@ def serve(cfg, workdir: pathlib.Path):
   (workdir / "port").write_text(str(port))
   print(f"serving http://{cfg.server.host}:{port}/ (pool {service.n}, "
         f"{service.num_answers} answers, round {service.round})", flush=True)
-  server = uvicorn.Server(uvicorn.Config(
+  server = _server_class()(uvicorn.Config(
       create_app(service), log_level="warning", access_log=False,
       timeout_graceful_shutdown=5, lifespan="off"))
+  def stop(*_):  # a second signal stops without waiting for requests
+    server.force_exit = server.should_exit
+    server.should_exit = True
+
+  for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, stop)
   service.start_worker()
   try:
     server.run(sockets=[sock])
   finally:
     service.stop_worker()
     service.engine.dispose()
+
+
+def _server_class():
+  import uvicorn  # pylint: disable=import-outside-toplevel
+
+  class Server(uvicorn.Server):
+    """uvicorn's server without its signal capture: uvicorn re-raises a
+    captured SIGTERM after shutdown (exit status -15); ours only asks the
+    server to stop, so a clean shutdown exits 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+      yield
+
+  return Server
 
 
 def _watch_parent(pid: int):
