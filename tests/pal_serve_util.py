@@ -2,8 +2,8 @@
 PostgreSQL in a temporary directory.
 
 `tiny_pool` writes an .npz pool (8x8 images whose class is visible), so a
-server starts in about two seconds without Fashion-MNIST. `Server` runs
-``python -m ssljax.pal.serve`` on a free loopback port in a subprocess.
+server starts in about two seconds without Fashion-MNIST. `Server` and
+`Annotator` are `ssljax.pal.serve.simulate`'s.
 `postgres_server` starts a throw-away PostgreSQL cluster (initdb + pg_ctl
 on a free port, as the ``postgres`` or ``nobody`` user when run as root).
 """
@@ -11,15 +11,14 @@ on a free port, as the ``postgres`` or ``nobody`` user when run as root).
 import os
 import pathlib
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 
-import httpx
 import numpy as np
+
+from ssljax.pal.serve.simulate import Annotator, Server, labels_of  # noqa: F401  pylint: disable=unused-import
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -42,11 +41,6 @@ def tiny_pool(path, n=60, num_classes=4, n_test=40, seed=0):
   return path
 
 
-def serve_cmd(workdir, *overrides, config="configs/pal_human.py:smoke"):
-  return [sys.executable, "-m", "ssljax.pal.serve", "--config", config,
-          "--workdir", str(workdir), "--config.server.port=0", *overrides]
-
-
 def cli(*args, check=True) -> subprocess.CompletedProcess:
   """Runs ``python -m ssljax.pal.serve ARGS`` and returns the result."""
   proc = subprocess.run([sys.executable, "-m", "ssljax.pal.serve", *args],
@@ -59,51 +53,6 @@ def cli(*args, check=True) -> subprocess.CompletedProcess:
 
 def _env():
   return {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
-class Server:
-  """A `python -m ssljax.pal.serve` process; `url` once it answers /healthz."""
-
-  def __init__(self, workdir, *overrides, config="configs/pal_human.py:smoke"):
-    self.workdir = pathlib.Path(workdir)
-    self.cmd = serve_cmd(workdir, *overrides, config=config)
-    self.proc = None
-    self.url = None
-
-  def start(self, timeout=120):
-    port_file = self.workdir / "port"
-    if port_file.exists():
-      port_file.unlink()
-    self.workdir.mkdir(parents=True, exist_ok=True)
-    log = open(self.workdir / "serve.log", "ab")  # pylint: disable=consider-using-with
-    self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=_env(), stdout=log,
-                                 stderr=log)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-      if self.proc.poll() is not None:
-        raise AssertionError("server exited:\n" + (
-            self.workdir / "serve.log").read_text()[-4000:])
-      if port_file.exists() and port_file.read_text().strip():
-        url = f"http://127.0.0.1:{port_file.read_text().strip()}"
-        try:
-          if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-            self.url = url
-            return self
-        except httpx.HTTPError:
-          pass
-      time.sleep(0.1)
-    raise AssertionError("server did not start in time")
-
-  def client(self, token=None) -> httpx.Client:
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    return httpx.Client(base_url=self.url, headers=headers, timeout=30)
-
-  def stop(self, sig=signal.SIGTERM, timeout=15) -> tuple[int, float]:
-    """Sends sig; returns (exit status, seconds until exit)."""
-    t0 = time.time()
-    self.proc.send_signal(sig)
-    rc = self.proc.wait(timeout)
-    return rc, time.time() - t0
 
 
 def add_annotator(workdir, name) -> str:
