@@ -41,6 +41,7 @@ def campaign(request, tmp_path_factory):
     pg = util.Postgres().start()
     overrides.append(f"--config.server.db={pg.url}")
   server = util.Server(work, *overrides).start()
+  request.addfinalizer(lambda: server.proc.poll() is None and server.proc.kill())
   cfg = json.loads((work / "config.json").read_text())
   engine = db.connect(db.database_url(cfg["server"]["db"], work))
   # The command line once (its last stdout line is the token), then the

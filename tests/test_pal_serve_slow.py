@@ -33,6 +33,17 @@ pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 
 
+@pytest.fixture(autouse=True)
+def _no_server_left():
+  """Kills (SIGKILL) any service a failed test left running."""
+  yield
+  for proc in list(util.Server.live):
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait(10)
+    util.Server.live.discard(proc)
+
+
 def _engine(workdir):
   return db.connect(db.database_url("", workdir))
 
@@ -147,6 +158,7 @@ def test_kill_9_keeps_every_acknowledged_answer(tmp_path):
   time.sleep(6)
   server.proc.send_signal(signal.SIGKILL)
   server.proc.wait(10)
+  util.Server.live.discard(server.proc)
   time.sleep(1)
   server.start()
   time.sleep(6)

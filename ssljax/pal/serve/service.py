@@ -104,8 +104,12 @@ class Service:
     self.seen.setdefault(annotator_id, set()).add(key)
     self.num_answers += 1
     if answer != "skip":
+      first = key not in self.votes
       self.votes.setdefault(key, [0, 0])[0 if answer == "same" else 1] += 1
-      self._graph = None
+      if first and self._graph is not None:  # a new pair: add it in place
+        self._graph.add(key[0], key[1], answer == "same")
+      else:  # a second vote may flip or tie the majority: rebuild
+        self._graph = None
 
   def _adopt_round(self, round_id: int, metrics):
     z_path = round_files(self.workdir, round_id)[1]

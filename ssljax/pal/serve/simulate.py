@@ -39,7 +39,13 @@ def _env():
 
 
 class Server:
-  """A `python -m ssljax.pal.serve` process; `url` once it answers /healthz."""
+  """A `python -m ssljax.pal.serve` process; `url` once it answers /healthz.
+
+  `Server.live` holds the processes started and not yet stopped (a test
+  harness kills what a failed test left running).
+  """
+
+  live: set = set()
 
   def __init__(self, workdir, *overrides, config="configs/pal_human.py:smoke",
                port=0):
@@ -56,6 +62,7 @@ class Server:
     log = open(self.workdir / "serve.log", "ab")  # pylint: disable=consider-using-with
     self.proc = subprocess.Popen(self.cmd, cwd=_REPO, env=_env(), stdout=log,
                                  stderr=log)
+    Server.live.add(self.proc)
     deadline = time.time() + timeout
     while time.time() < deadline:
       if self.proc.poll() is not None:
@@ -81,6 +88,7 @@ class Server:
     t0 = time.time()
     self.proc.send_signal(sig)
     rc = self.proc.wait(timeout)
+    Server.live.discard(self.proc)
     return rc, time.time() - t0
 
 

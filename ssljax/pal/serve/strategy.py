@@ -100,13 +100,16 @@ def templates(graph: PairGraph, num_classes: int) -> list[int]:
   has_neg = graph.degree(signed=True) < graph.degree(signed=False)
   candidates = [int(first[c]) for c in np.unique(comp) if has_neg[first[c]]]
   candidates.sort(key=lambda s: (-sizes[comp[s]], s))
+  cand = np.asarray(candidates, np.int64)
+  ok = np.ones(cand.size, bool)  # known different from every chosen one
   chosen: list[int] = []
-  for s in candidates:
-    if len(chosen) == num_classes:
+  while len(chosen) < num_classes:
+    left = np.flatnonzero(ok)
+    if left.size == 0:
       break
-    if not chosen or np.all(graph.block(np.array([s]), np.array(chosen))[0]
-                            < 0):
-      chosen.append(s)
+    s = int(cand[left[0]])
+    chosen.append(s)
+    ok &= graph.block(cand, np.array([s]))[:, 0] < 0
   return chosen
 
 
@@ -143,7 +146,12 @@ def active_pair(rng: np.random.Generator, graph: PairGraph, num_classes: int,
   if len(temps) < num_classes:  # improvement 1: discover templates
     free = np.flatnonzero(np.any(rel == 0, axis=0) & ~busy_mask
                           if temps else ~busy_mask)
-    for x in rng.permutation(free)[:tries]:
+    # Random order, but samples already under way first (known different
+    # from some templates): Algorithm 3 places one sample before the next.
+    free = rng.permutation(free)
+    if temps:
+      free = free[np.argsort(-(rel[:, free] < 0).sum(0), kind="stable")]
+    for x in free[:tries]:
       if not temps:
         y = int(rng.integers(n - 1))
         y += y >= x
