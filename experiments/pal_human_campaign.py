@@ -152,6 +152,27 @@ def oracle_campaign(args, kind, work) -> list:
   return {"curve": curve}
 
 
+def initial_point(work) -> dict:
+  """Probe and 20-NN of the untrained network (0 answers), same pool."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from ssljax.evaluate import knn_accuracy, linear_probe  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.loop import embed  # pylint: disable=import-outside-toplevel
+  cfg = config_dict.ConfigDict(
+      __import__("json").loads((work / "config.json").read_text()))
+  pool = load_pool(work)
+  x = pool["images"].astype(np.float32) / 255.0
+  model = rounds.ScaledMLP(tuple(cfg.model.hidden), cfg.model.k, x.shape[0])
+  variables = model.init(jax.random.key(cfg.seed + 1), x[:2], train=False)
+  z = embed(model, variables, x)
+  z_test = embed(model, variables,
+                 pool["test_images"].astype(np.float32) / 255.0)
+  probe = linear_probe(z, pool["labels"], z_test, pool["test_labels"],
+                       l2_grid=(1e-4, 1e-2), max_iter=300)
+  return {"round": 0, "answers": 0, "probe": float(probe["test_accuracy"]),
+          "knn": float(knn_accuracy(z, pool["labels"], z_test,
+                                    pool["test_labels"]))}
+
+
 def run(args) -> dict:
   t0 = time.time()
   config = "configs/pal_human.py" + (":smoke" if args.fast else "")
@@ -163,6 +184,7 @@ def run(args) -> dict:
   for kind in STRATEGIES:
     result["runs"][f"oracle_{kind}"] = oracle_campaign(
         args, kind, pathlib.Path(args.out) / f"http_{kind}")
+  result["initial"] = initial_point(pathlib.Path(args.out) / "http_active")
   result["seconds"] = time.time() - t0
   _common.save_json(args.out, "pal_human_campaign.json", result)
   plot(result, args.out)
@@ -175,6 +197,9 @@ def plot(result, out):
             "oracle_active": ("C0", ":"), "oracle_passive": ("C1", ":")}
   noise = result["config"]["noise"]
   for ax, metric in zip(axes, ("probe", "knn")):
+    if "initial" in result:
+      ax.axhline(result["initial"][metric], color="grey", ls="--",
+                 label="untrained network (0 answers)")
     for name, run_ in result["runs"].items():
       c = run_["curve"]
       colour, ls = styles[name]

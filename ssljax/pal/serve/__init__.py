@@ -10,6 +10,7 @@ the PAL loss on the graph the answers build in background rounds.
 Modules: `db` (schema, migration, tokens, export), `strategy` (graph from
 votes, active and passive pairs; NumPy only), `rounds` (one training
 round), `service` (state, queries, answers, the round worker), `app` (HTTP
-routes), `page` (the annotation page), `pool` (the images). Needs the
+routes), `page` (the annotation page), `pool` (the images), `simulate`
+(a service process and simulated annotators, for tests and benchmarks). Needs the
 ``serve`` extra (starlette, uvicorn, sqlalchemy, psycopg).
 """
