@@ -9,8 +9,8 @@
   answer stored; p50/p99 latencies printed (not asserted).
 * kill -9: annotators keep answering, the server is killed with SIGKILL and
   restarted on the same port: every acknowledged answer is in the export,
-  a query pending at the kill is handed out again, the round that was
-  running is marked aborted and the next one trains.
+  a query pending at the kill is handed out again, a round running at the
+  kill is marked aborted and a round finishes after the restart.
 * offline: `export` then `train --answers` in a fresh directory.
 
 All on 127.0.0.1, free ports, Fashion-MNIST pool of 200 images (smoke).
@@ -172,6 +172,18 @@ def test_kill_9_keeps_every_acknowledged_answer(tmp_path):
         db.annotators, db.annotators.c.id == db.queries.c.annotator_id).where(
             db.queries.c.id == held["query_id"])).one()
   assert row.name != "holder", row
+  # Training resumes: a round after the restart finishes (a round running
+  # at the kill, if any, is marked aborted).
+  watch = server.client(util.add_annotator(tmp_path, "watch"))
+  deadline = time.time() + 240
+  while watch.get("/api/status").json()["round"] == 0:
+    assert time.time() < deadline, "no round finished after the restart"
+    time.sleep(1)
+  with _engine(tmp_path).connect() as conn:
+    statuses = dict(conn.execute(sa.select(db.rounds.c.id,
+                                           db.rounds.c.status)).all())
+  assert "done" in statuses.values() and "running" not in list(
+      statuses.values())[:-1], statuses
   acked = {(q, a) for p in people for q, a in p.acked}
   out = tmp_path / "export.npz"
   assert server.stop()[0] == 0

@@ -19,8 +19,9 @@ Rounds. A background thread starts a round every ``server.train_every``
 answers (skips included), as a child process ``python -m ssljax.pal.serve
 train --workdir DIR --round R`` at low priority, never on the request
 path; when it finishes the strategy switches to its embeddings. Rounds
-left "running" by a killed server are marked "aborted" at start and the
-next round starts from the last finished one.
+left "running" by a killed server are marked "aborted" at start; the next
+round then starts at once (if the answers since the last finished round
+reach ``server.train_every``), from the last finished round's weights.
 """
 
 from __future__ import annotations
@@ -259,12 +260,16 @@ class Service:
           continue
         self._finish_round(self._child.returncode)
         continue
+      # A round a kill aborted does not count: the next one starts at once
+      # (from the last finished round's weights) if its answers are there.
       with self.engine.connect() as conn:
-        last = conn.execute(sa.select(sa.func.max(db.rounds.c.id),
-                                      sa.func.max(db.rounds.c.answers))).first()
-      next_id = (last[0] or 0) + 1
-      if every > 0 and self.num_answers >= (last[1] or 0) + every:
-        self._launch(next_id)
+        last_id = conn.execute(sa.select(sa.func.max(db.rounds.c.id))
+                               ).scalar_one()
+        last_answers = conn.execute(
+            sa.select(sa.func.max(db.rounds.c.answers)).where(
+                db.rounds.c.status != "aborted")).scalar_one()
+      if every > 0 and self.num_answers >= (last_answers or 0) + every:
+        self._launch((last_id or 0) + 1)
 
   def _launch(self, round_id: int):
     with self.engine.begin() as conn:
