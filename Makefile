@@ -13,7 +13,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup data browser run test test-slow lock
+.PHONY: setup data browser postgres run test test-slow lock
 
 setup: $(VENV)/.installed
 
@@ -26,7 +26,7 @@ $(UV):
 # the machine's $(PYTHON), never a downloaded interpreter.
 $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 	UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(VENV) UV_LINK_MODE=copy \
-	  $(UV) sync --locked --extra test --extra docs --python "$$(command -v $(PYTHON))"
+	  $(UV) sync --locked --extra test --extra docs --extra serve --python "$$(command -v $(PYTHON))"
 	touch $@
 
 # After editing the dependencies in pyproject.toml: re-resolve and commit uv.lock.
@@ -45,11 +45,17 @@ $(CHROMIUM):
 	$(APT_GET) update -qq
 	$(APT_GET) install -y -qq chromium
 
+# PostgreSQL server binaries for the slow test of the annotation service's
+# PostgreSQL database (the test starts its own throw-away server).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || \
+	  { $(APT_GET) update -qq && $(APT_GET) install -y -qq postgresql; }
+
 run: setup data
 	$(VENV)/bin/python -m ssljax.main --config $(CONFIG) --workdir $(WORKDIR)
 
 test: setup data browser
 	$(VENV)/bin/python -m pytest -q
 
-test-slow: setup data browser
+test-slow: setup data browser postgres
 	$(VENV)/bin/python -m pytest -q -m slow

@@ -29,10 +29,15 @@ PREDICTIVE = ("byol", "simsiam", "mocov3", "nnclr")
 TEACHER = ("byol", "mocov3", "dino")
 
 
+# Configs of services, not of training methods (their own tests below).
+SERVICE_CONFIGS = ("pal_human",)
+
+
 def _config_modules():
-  """Names of the configs/ modules that are configs (not helpers)."""
+  """Names of the configs/ modules that are method configs (not helpers)."""
   return sorted(m.name for m in pkgutil.iter_modules(configs.__path__)
-                if not m.name.startswith("_") and m.name != "common")
+                if not m.name.startswith("_") and m.name != "common"
+                and m.name not in SERVICE_CONFIGS)
 
 
 def _all_configs():
@@ -68,6 +73,17 @@ def test_every_config_and_variant_loads_with_current_names(name, arg):
   assert probe.type == "online_probe"
   assert (probe.learning_rate, probe.weight_decay) == (1e-2, 0.0)
   assert set(c.optim.lars) == {"momentum", "trust_coefficient"}
+
+
+@pytest.mark.parametrize("arg", ["default", "smoke", "passive", None])
+def test_pal_human_variants(arg):
+  from configs import pal_human  # pylint: disable=import-outside-toplevel
+  c = pal_human.get_config(arg)
+  assert c.strategy == ("passive" if arg == "passive" else "active")
+  assert c.server.host == "127.0.0.1" and c.server.max_body_bytes == 65536
+  assert c.data.pool == (200 if arg == "smoke" else 2000)
+  with pytest.raises(ValueError, match="unknown variant"):
+    pal_human.get_config("nope")
 
 
 @pytest.mark.parametrize("variant", common.VARIANTS)

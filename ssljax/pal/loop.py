@@ -89,7 +89,8 @@ def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
             batch_size: int, optimizer: optax.GradientTransformation | None = None,
             query_every: int = 1, eval_fn: Callable | None = None,
             eval_every: int = 0, log_every: int = 50,
-            eval_at_start: bool = False) -> PALResult:
+            eval_at_start: bool = False,
+            variables: dict | None = None) -> PALResult:
   """Runs Algorithm 1 (PAL) and returns the trained variables and a history.
 
   At every step t: if t % query_every == 0 the oracle asks one round of
@@ -113,6 +114,9 @@ def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
     log_every: steps between history entries.
     eval_at_start: also evaluate the initial network, before any query or
       step (a history entry with step 0, answers 0 and loss NaN).
+    variables: optional flax variables to start from (a warm start, e.g.
+      the previous round of `ssljax.pal.serve`); None initialises the model
+      with the key. The optimizer state starts fresh either way.
 
   Returns:
     `PALResult(variables, history)`.
@@ -129,7 +133,8 @@ def run_pal(x, oracle, model: nn.Module, *, key: jax.Array, steps: int,
   init_key, seed_key = jax.random.split(key)
   rng = np.random.default_rng(int(jax.random.randint(seed_key, (), 0,
                                                      2**31 - 1)))
-  variables = model.init(init_key, jnp.asarray(x[:2]), train=False)
+  if variables is None:
+    variables = model.init(init_key, jnp.asarray(x[:2]), train=False)
   params = variables["params"]
   state = {k: v for k, v in variables.items() if k != "params"}
   opt_state = optimizer.init(params)

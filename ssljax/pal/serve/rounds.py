@@ -1,0 +1,233 @@
+"""One training round on people's answers: graph, PAL loss, probe.
+
+A round (`train_round`) turns the answers into votes per pair, the votes
+into the completed contrastive graph (`strategy.graph_from_votes`: same ->
++1, different -> -1, majority per pair, ties left out), and runs
+Algorithm 1 of Cabannes et al. 2023 (`ssljax.pal.run_pal`) on the pool with
+that fixed graph: uniform minibatches of the pool, the unbiased
+degree-corrected minibatch estimate of ‖ZZᵀ − G‖² − ‖G‖²
+(`ssljax.pal.pal_minibatch_loss`), Adam. It starts from the previous
+finished round's variables (a warm start), so rounds continue one model.
+
+The network is an MLP (BatchNorm, ReLU) with a linear K-dim output times a
+learned scalar exp(s) (s starts at −½·log N): the optimum scale of Z
+depends on the graph's spectrum, which per-weight Adam steps cover slowly.
+
+`run_round` is what the service's background worker runs in a child
+process (``python -m ssljax.pal.serve train --workdir DIR --round R``):
+answers from the database, variables and pool embeddings written to
+``DIR/rounds/``, one line appended to ``DIR/metrics.jsonl``, the rounds row
+marked done with the metrics (linear probe and 20-NN test accuracy of the
+frozen embedding, trained on the pool images' labels).
+
+References:
+  Cabannes et al. 2023, arXiv 2303.15256, Algorithm 1, eqs. (9)-(11) in
+  the degree-corrected form, eq. (15) (contrastive graph).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import time
+
+import flax.linen as nn
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ssljax.evaluate import knn_accuracy, linear_probe
+from ssljax.models.encoders import MLPEncoder
+from ssljax.pal.loop import embed, run_pal
+from ssljax.pal.oracles import Minibatch, check_batch_size
+from ssljax.pal.serve import strategy
+from ssljax.pal.serve.pool import load_pool, round_files
+from ssljax.pal.weights import uniform_pair_weights
+
+__all__ = ["ScaledMLP", "AnswersOracle", "votes_from_answers", "train_round",
+           "run_round"]
+
+
+class ScaledMLP(nn.Module):
+  """(B, H, W, C) -> (B, k): MLPEncoder, a linear head, times exp(s).
+
+  Attributes:
+    hidden: MLPEncoder widths.
+    k: embedding dimension K.
+    n_rows: N, sets the initial scale exp(s) = N^(−1/2).
+  """
+  hidden: tuple
+  k: int
+  n_rows: int
+
+  @nn.compact
+  def __call__(self, x, train: bool = True):
+    h = MLPEncoder(tuple(self.hidden), use_bn=True)(x, train)
+    s = self.param("log_scale", lambda _: jnp.float32(
+        -0.5 * np.log(self.n_rows)))
+    return nn.Dense(self.k)(h) * jnp.exp(s)
+
+
+class AnswersOracle:
+  """The fixed graph of a round as a `run_pal` oracle (asks nothing).
+
+  Args:
+    graph: the `ssljax.pal.PairGraph` of the answers.
+    signed: different -> -1 (True) or 0 (False).
+  """
+
+  def __init__(self, graph, *, signed: bool):
+    self.graph, self.n, self.signed = graph, graph.n, bool(signed)
+    self._degree = graph.degree(signed=self.signed)
+
+  def query(self, rng, embed_all=None) -> int:
+    del rng, embed_all
+    return 0
+
+  def minibatch(self, rng, batch_size, embed=None) -> Minibatch:
+    del embed
+    b = check_batch_size(batch_size, self.n)
+    idx = rng.choice(self.n, size=b, replace=False)
+    return Minibatch(idx, self.graph.block(idx, idx, signed=self.signed),
+                     self._degree[idx], self.n, uniform_pair_weights(b, self.n))
+
+
+def votes_from_answers(index: np.ndarray, i, j, answer) -> dict:
+  """{(p, q): [same, different]} over pool positions, skips ignored.
+
+  Args:
+    index: (N,) train-split index of each pool position.
+    i, j: (A,) train-split indices of the answered pairs.
+    answer: (A,) str, "same" / "different" / "skip".
+
+  Raises:
+    ValueError: an item that is not in the pool.
+  """
+  pos = {int(t): p for p, t in enumerate(np.asarray(index).tolist())}
+  votes: dict = {}
+  for a, b, ans in zip(np.asarray(i).tolist(), np.asarray(j).tolist(),
+                       np.asarray(answer).tolist()):
+    if a not in pos or b not in pos:
+      raise ValueError(f"answered pair ({a}, {b}) is not in the pool")
+    if ans == "skip":
+      continue
+    v = votes.setdefault(strategy.pair_key(pos[a], pos[b]), [0, 0])
+    v[0 if ans == "same" else 1] += 1
+  return votes
+
+
+def _optimizer(config):
+  def labels(params):
+    return {name: ("scale" if name == "log_scale" else
+                   jax.tree.map(lambda _: "net", sub))
+            for name, sub in params.items()}
+  return optax.multi_transform({"net": optax.adam(config.train.lr),
+                                "scale": optax.adam(config.train.scale_lr)},
+                               labels)
+
+
+def train_round(config, pool: dict, votes: dict, *, round_id: int,
+                variables=None) -> tuple[dict, np.ndarray, dict]:
+  """Trains one round on the graph of `votes`.
+
+  Args:
+    config: the service config (`configs/pal_human.py`).
+    pool: `pool.load_pool` arrays.
+    votes: `votes_from_answers` output.
+    round_id: seeds the round (seed + round_id).
+    variables: warm start (None: fresh initialisation).
+
+  Returns:
+    (variables, (N, K) float32 pool embeddings, metrics dict: "loss",
+    "resolved_pairs", "components", "probe", "knn" (the last two only when
+    the pool and test images have labels)).
+  """
+  x = pool["images"].astype(np.float32) / 255.0
+  n = x.shape[0]
+  graph = strategy.graph_from_votes(n, votes)
+  model = ScaledMLP(tuple(config.model.hidden), config.model.k, n)
+  res = run_pal(x, AnswersOracle(graph, signed=config.train.signed), model,
+                key=jax.random.key(config.seed + round_id),
+                steps=config.train.steps,
+                batch_size=min(config.train.batch, n),
+                optimizer=_optimizer(config), log_every=10**9,
+                variables=variables)
+  z = embed(model, res.variables, x)
+  metrics = {"loss": float(res.history[-1]["loss"]),
+             "resolved_pairs": int(sum(a != b for a, b in votes.values())),
+             "components": graph.num_components(),
+             "graph_conflicts": int(graph.conflicts)}
+  y, y_test = pool["labels"], pool["test_labels"]
+  if len(y_test) and np.all(y >= 0) and np.unique(y).size > 1:
+    z_test = embed(model, res.variables,
+                   pool["test_images"].astype(np.float32) / 255.0)
+    probe = linear_probe(z, y, z_test, y_test, l2_grid=(1e-4, 1e-2),
+                         max_iter=300)
+    metrics["probe"] = float(probe["test_accuracy"])
+    metrics["knn"] = float(knn_accuracy(z, y, z_test, y_test))
+  return res.variables, np.asarray(z, np.float32), metrics
+
+
+def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(path.name + ".tmp")
+  with open(tmp, "wb") as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def run_round(config, workdir, engine, round_id: int, answers: dict) -> dict:
+  """Trains round `round_id` on `answers` and records it (see module doc).
+
+  Args:
+    config: the service config.
+    workdir: the service directory (pool.npz, rounds/, metrics.jsonl).
+    engine: SQLAlchemy engine (its rounds row is updated), or None offline.
+    round_id: the round number (warm start from the last finished earlier
+      round whose files exist).
+    answers: arrays "i", "j", "answer" (`db.export_answers` or an export).
+
+  Returns:
+    The metrics dict written to metrics.jsonl.
+  """
+  import sqlalchemy as sa  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import db  # pylint: disable=import-outside-toplevel
+  t0 = time.time()
+  pool = load_pool(workdir)
+  votes = votes_from_answers(pool["index"], answers["i"], answers["j"],
+                             answers["answer"])
+  n = pool["images"].shape[0]
+  model = ScaledMLP(tuple(config.model.hidden), config.model.k, n)
+  template = model.init(jax.random.key(0), jnp.zeros((2,) +
+                                                     pool["images"].shape[1:]),
+                        train=False)
+  variables = None
+  for r in range(round_id - 1, 0, -1):
+    path = round_files(workdir, r)[0]
+    if path.exists():
+      variables = flax.serialization.from_bytes(template, path.read_bytes())
+      break
+  variables, z, metrics = train_round(config, pool, votes, round_id=round_id,
+                                      variables=variables)
+  var_path, z_path = round_files(workdir, round_id)
+  _atomic_write(var_path, flax.serialization.to_bytes(variables))
+  buf = io.BytesIO()
+  np.save(buf, z)
+  _atomic_write(z_path, buf.getvalue())
+  metrics = {"round": round_id, "answers": int(len(answers["answer"])),
+             **metrics, "seconds": round(time.time() - t0, 2),
+             "time": time.time()}
+  with open(pathlib.Path(workdir) / "metrics.jsonl", "a") as f:
+    f.write(json.dumps(metrics) + "\n")
+  if engine is not None:
+    with engine.begin() as conn:
+      conn.execute(sa.update(db.rounds).where(db.rounds.c.id == round_id)
+                   .values(status="done", finished_at=time.time(),
+                           metrics=json.dumps(metrics)))
+  return metrics

@@ -1,0 +1,160 @@
+"""The annotation service's database and strategy, without a server.
+
+Schema migration (a version-1 database is upgraded in place, rows kept),
+token hashing, the graph of majority votes (ties left out), and the active
+strategy (pair form of Algorithm 3 of Cabannes et al. 2023) against a
+noise-free simulated annotator.
+"""
+
+import hashlib
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from ssljax.pal.serve import db, strategy
+
+V1_DDL = [
+    "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+    "INSERT INTO schema_version VALUES (1)",
+    "CREATE TABLE annotators (id INTEGER PRIMARY KEY, name VARCHAR(200) NOT "
+    "NULL UNIQUE, token_hash VARCHAR(64) NOT NULL UNIQUE, created_at FLOAT "
+    "NOT NULL)",
+    "CREATE TABLE queries (id VARCHAR(32) PRIMARY KEY, i INTEGER NOT NULL, "
+    "j INTEGER NOT NULL, round INTEGER NOT NULL, annotator_id INTEGER "
+    "REFERENCES annotators(id), issued_at FLOAT NOT NULL, state VARCHAR(16) "
+    "NOT NULL, created_at FLOAT NOT NULL)",
+    "CREATE TABLE answers (id INTEGER PRIMARY KEY, annotator_id INTEGER NOT "
+    "NULL REFERENCES annotators(id), query_id VARCHAR(32) NOT NULL "
+    "REFERENCES queries(id), i INTEGER NOT NULL, j INTEGER NOT NULL, answer "
+    "VARCHAR(16) NOT NULL, time FLOAT NOT NULL, CONSTRAINT uq_answer_once "
+    "UNIQUE (annotator_id, query_id))",
+    "INSERT INTO annotators VALUES (1, 'ann', 'h', 0.0)",
+    "INSERT INTO queries VALUES ('q1', 3, 5, 0, 1, 0.0, 'answered', 0.0)",
+    "INSERT INTO answers VALUES (1, 1, 'q1', 3, 5, 'same', 1.0)",
+]
+
+
+def test_migration_from_version_1_keeps_rows(tmp_path):
+  url = f"sqlite:///{tmp_path}/old.sqlite"
+  raw = sa.create_engine(url)
+  with raw.begin() as conn:
+    for stmt in V1_DDL:
+      conn.execute(sa.text(stmt))
+  raw.dispose()
+  engine = db.connect(url)  # migrates
+  with engine.connect() as conn:
+    assert conn.execute(sa.select(db.schema_version.c.version)).scalar_one() \
+        == db.SCHEMA_VERSION == 2
+    q = conn.execute(sa.select(db.queries)).one()
+    assert (q.id, q.i, q.j, q.strategy) == ("q1", 3, 5, "unknown")
+    assert conn.execute(sa.select(db.answers.c.answer)).scalar_one() == "same"
+    assert conn.execute(sa.select(sa.func.count()).select_from(
+        db.rounds)).scalar_one() == 0
+  token = db.add_annotator(engine, "new")  # the v2 tables work
+  with engine.begin() as conn:
+    conn.execute(db.rounds.insert().values(id=1, status="done", answers=1,
+                                           started_at=0.0))
+  assert db.migrate(engine) == 2  # idempotent
+  assert db.export_answers(engine)["annotator"].tolist() == ["ann"]
+  with engine.connect() as conn:
+    assert db.annotator_for_token(conn, token)[1] == "new"
+  with engine.begin() as conn:
+    conn.execute(db.schema_version.update().values(version=3))
+  with pytest.raises(RuntimeError, match="newer"):
+    db.migrate(engine)
+
+
+def test_tokens_hashed_unique_and_checked(tmp_path):
+  engine = db.connect(f"sqlite:///{tmp_path}/t.sqlite")
+  t1, t2 = db.add_annotator(engine, "a"), db.add_annotator(engine, "b")
+  assert t1 != t2 and len(t1) >= 43
+  with engine.connect() as conn:
+    stored = conn.execute(sa.select(db.annotators.c.token_hash)).scalars().all()
+    assert sorted(stored) == sorted(hashlib.sha256(t.encode()).hexdigest()
+                                    for t in (t1, t2))
+    assert db.annotator_for_token(conn, t1) == (1, "a")
+    assert db.annotator_for_token(conn, t1 + "x") is None
+    assert db.annotator_for_token(conn, db.hash_token(t1)) is None
+  for bad in ("a", "", " " * 3, "x" * 201):
+    with pytest.raises(ValueError):
+      db.add_annotator(engine, bad)
+
+
+def test_majority_votes_ties_left_out():
+  votes = {(0, 1): [2, 1], (1, 2): [0, 3], (2, 3): [1, 1], (3, 4): [1, 0]}
+  g = strategy.graph_from_votes(5, votes)
+  s = g.signed()
+  assert s[0, 1] == 1 and s[1, 2] == -1 and s[0, 2] == -1  # deduced
+  assert s[2, 3] == 0 and s[3, 4] == 1  # the tie is unknown
+  assert s[0, 3] == 0
+
+
+def test_votes_from_answers_skips_and_pool():
+  from ssljax.pal.serve import rounds  # pylint: disable=import-outside-toplevel
+  index = np.array([10, 20, 30])
+  votes = rounds.votes_from_answers(
+      index, [10, 20, 30, 20], [20, 10, 10, 30],
+      np.array(["same", "different", "skip", "same"]))
+  assert votes == {(0, 1): [1, 1], (1, 2): [1, 0]}
+  with pytest.raises(ValueError, match="not in the pool"):
+    rounds.votes_from_answers(index, [10], [11], np.array(["same"]))
+
+
+def _simulate(pair_fn, y, answers):
+  votes = {}
+  for _ in range(answers):
+    pair = pair_fn(votes)
+    if pair is None:
+      break
+    votes[pair] = [1, 0] if y[pair[0]] == y[pair[1]] else [0, 1]
+  return votes
+
+
+@pytest.mark.parametrize("guided", [False, True])
+def test_active_labels_every_sample_within_the_bound(guided):
+  # N samples of C classes, a noise-free annotator: every sample is asked
+  # against the templates until it joins one, so at most C - 1 + ... answers
+  # per sample; all relations are then known. Random pairs leave most
+  # relations unknown with the same number of answers.
+  rng = np.random.default_rng(0)
+  n, c = 40, 4
+  y = rng.permutation(np.arange(n) % c)
+  z = np.eye(c)[y] + 0.1 * rng.standard_normal((n, c)) if guided else None
+  bound = (n - c) * (c - 1) + c * (c - 1) // 2 + 1
+
+  def active(votes):
+    graph = strategy.graph_from_votes(n, votes)
+    return strategy.active_pair(rng, graph, c, embeddings=z,
+                                excluded=set(votes))
+
+  votes = _simulate(active, y, bound + 50)
+  graph = strategy.graph_from_votes(n, votes)
+  assert len(votes) <= bound
+  assert graph.counts()["unknown"] == 0
+  assert graph.num_components() == c
+  temps = strategy.templates(graph, c)
+  assert sorted(y[temps].tolist()) == list(range(c))
+  if guided:  # the classifier picks members of the class: mostly "same"
+    same = sum(v[0] for v in votes.values())
+    assert same >= n - c and len(votes) < 2 * n
+  passive = _simulate(lambda v: strategy.passive_pair(
+      rng, n, excluded=set(v)), y, len(votes))
+  assert strategy.graph_from_votes(n, passive).counts()["unknown"] > 0
+
+
+def test_active_avoids_busy_and_excluded():
+  n, c = 12, 3
+  rng = np.random.default_rng(1)
+  votes = {}
+  for a in range(c):  # templates 0, 1, 2 known pairwise different
+    for b in range(a):
+      votes[(b, a)] = [0, 1]
+  graph = strategy.graph_from_votes(n, votes)
+  assert strategy.templates(graph, c) == [0, 1, 2]
+  busy = set(range(3, n - 1))
+  i, j = strategy.active_pair(rng, graph, c, busy=busy, excluded=set())
+  assert n - 1 in (i, j) and {i, j} - {n - 1} <= {0, 1, 2}
+  excluded = {strategy.pair_key(n - 1, t) for t in range(c)}
+  assert strategy.active_pair(rng, graph, c, busy=busy,
+                              excluded=excluded) is None
