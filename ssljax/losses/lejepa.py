@@ -30,6 +30,8 @@ statistic over the V·B pooled rows (#413).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,6 +55,28 @@ def _sigreg_per_view(z_VxBxK, a_KxM, num_knots, t_max):
   stats_VxM = jax.vmap(lambda x: statistic_of_projections(
       x, num_knots, t_max))(x_VxBxM)
   return jnp.mean(stats_VxM)
+
+
+@functools.partial(jax.jit, static_argnames=("num_global", "num_knots",
+                                             "t_max"))
+def _multi_view_terms(z, a, lam, *, num_global, num_knots, t_max):
+  mu_BxK = jnp.mean(z[:num_global], axis=0)
+  invariance = jnp.mean(jnp.square(mu_BxK - z))
+  return _combine(invariance, _sigreg_per_view(z, a, num_knots, t_max), lam)
+
+
+@functools.partial(jax.jit, static_argnames=("num_views", "num_knots",
+                                             "t_max"))
+def _graph_terms(z, w, a, lam, *, num_views, num_knots, t_max):
+  n, k = z.shape
+  deg_N = jnp.sum(w, axis=1)
+  has = deg_N > 0
+  mu_NxK = (w @ z) / jnp.where(has, deg_N, 1.0)[:, None]
+  sq_N = jnp.where(has, jnp.sum(jnp.square(mu_NxK - z), axis=1), 0.0)
+  invariance = jnp.sum(sq_N) / (jnp.maximum(jnp.sum(has), 1) * k)
+  sig = _sigreg_per_view(z.reshape(num_views, n // num_views, k), a,
+                         num_knots, t_max)
+  return _combine(invariance, sig, lam)
 
 
 def _combine(invariance, sig, lam):
@@ -109,10 +133,9 @@ def lejepa_terms(views: jax.typing.ArrayLike, *, num_global: int, lam: float,
   sigreg_quadrature(num_knots, t_max)
   a = check_directions(directions, z.shape[2])
   dtype = compute_dtype(jnp.promote_types(z.dtype, a.dtype))
-  z, a = z.astype(dtype), a.astype(dtype)
-  mu_BxK = jnp.mean(z[:g], axis=0)
-  invariance = jnp.mean(jnp.square(mu_BxK - z))
-  return _combine(invariance, _sigreg_per_view(z, a, num_knots, t_max), lam)
+  return _multi_view_terms(z.astype(dtype), a.astype(dtype),
+                           jnp.asarray(lam, dtype), num_global=g,
+                           num_knots=int(num_knots), t_max=float(t_max))
 
 
 def lejepa(views: jax.typing.ArrayLike, *, num_global: int, lam: float,
@@ -224,14 +247,9 @@ def lejepa_graph_terms(z: jax.typing.ArrayLike, g: jax.typing.ArrayLike, *,
   sigreg_quadrature(num_knots, t_max)
   a = check_directions(directions, k)
   dtype = compute_dtype(jnp.promote_types(z.dtype, a.dtype))
-  z, a, w = z.astype(dtype), a.astype(dtype), w.astype(dtype)
-  deg_N = jnp.sum(w, axis=1)
-  has = deg_N > 0
-  mu_NxK = (w @ z) / jnp.where(has, deg_N, 1.0)[:, None]
-  sq_N = jnp.where(has, jnp.sum(jnp.square(mu_NxK - z), axis=1), 0.0)
-  invariance = jnp.sum(sq_N) / (jnp.maximum(jnp.sum(has), 1) * k)
-  sig = _sigreg_per_view(z.reshape(v, n // v, k), a, num_knots, t_max)
-  return _combine(invariance, sig, lam)
+  return _graph_terms(z.astype(dtype), w.astype(dtype), a.astype(dtype),
+                      jnp.asarray(lam, dtype), num_views=v,
+                      num_knots=int(num_knots), t_max=float(t_max))
 
 
 def lejepa_graph(z: jax.typing.ArrayLike, g: jax.typing.ArrayLike, *,

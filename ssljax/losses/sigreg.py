@@ -40,6 +40,8 @@ and the directions are an argument, identical on every device.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -199,5 +201,10 @@ def sigreg(z: jax.typing.ArrayLike, directions: jax.typing.ArrayLike, *,
   sigreg_quadrature(num_knots, t_max)  # argument checks
   a = check_directions(directions, z.shape[1])
   dtype = compute_dtype(jnp.promote_types(z.dtype, a.dtype))
-  x_NxM = z.astype(dtype) @ a.astype(dtype)
-  return jnp.mean(statistic_of_projections(x_NxM, num_knots, t_max))
+  return _sliced(z.astype(dtype), a.astype(dtype), num_knots=int(num_knots),
+                 t_max=float(t_max))
+
+
+@functools.partial(jax.jit, static_argnames=("num_knots", "t_max"))
+def _sliced(z_NxK, a_KxM, *, num_knots, t_max):
+  return jnp.mean(statistic_of_projections(z_NxK @ a_KxM, num_knots, t_max))
