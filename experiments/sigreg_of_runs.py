@@ -6,7 +6,8 @@ For every run under ``--runs`` (a folder with ``config.json``, a
 ``results.json`` and ``checkpoints/``, e.g. the workdirs of
 experiments/compare_methods.py), copies its config and latest checkpoint to
 ``--out/<run>`` and evaluates there with only the ``sigreg`` evaluator
-(`ssljax.evaluators.sigreg`, the defaults of configs/common.py), so runs
+(`ssljax.evaluators.sigreg`, the defaults of configs/common.py; and the
+run's online probe, whose state the checkpoint holds), so runs
 made before the evaluator existed get the same number as new ones. The
 run's own files are left as they are. Writes ``--out/sigreg.md``: one row
 per run, the statistic of z raw and standardised.
@@ -57,8 +58,13 @@ def sigreg_of_run(run: str, out: str) -> dict:
   if not os.path.exists(target):
     os.makedirs(os.path.dirname(target), exist_ok=True)
     shutil.copytree(os.path.join(ckpts, str(latest)), target)
-  entry = common.get_config().evals.sigreg
-  config.evals = ml_collections.ConfigDict({"sigreg": entry})
+  entries = {"sigreg": common.get_config().evals.sigreg}
+  # The online probe's state is part of the checkpoint: keep its entry so
+  # the restored state has the saved structure.
+  for name, entry in config.evals.items():
+    if entry is not None and entry.get("type") == "online_probe":
+      entries[name] = entry
+  config.evals = ml_collections.ConfigDict(entries)
   config.eval_inputs.baselines = False
   return train.train_and_evaluate(config, out)["evals"]
 
