@@ -35,7 +35,8 @@ def _batch(config, batch=16):
                                      jnp.float32) for s in sizes)}
 
 
-@pytest.mark.parametrize("form", ["multi_view", "graph"])
+@pytest.mark.parametrize("form", [
+    "multi_view", pytest.param("graph", marks=pytest.mark.slow)])
 def test_loss_is_the_library_loss_with_the_keys_directions(form):
   config = lejepa_config.get_config("cnn,smoke")
   config.loss.form = form
