@@ -162,6 +162,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # the test features and on eval_inputs.view_samples train images' views).
   for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
     c.evals[name] = evals_entry(name, every_steps=200)
+  # SIGReg statistic of z (distance to the isotropic Gaussian that LeJEPA's
+  # theory says is optimal; ssljax.evaluators.sigreg): milliseconds, so on
+  # in every variant, smoke included. M fixed directions from the seed.
+  c.evals.sigreg = evals_entry("sigreg", every_steps=200, num_slices=256)
 
   if variant == "smoke":  # a CPU-seconds run for tests
     c.dataset.train_split = "train[:512]"

@@ -24,35 +24,44 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive",
            "frossl", "wmse", "byol", "simsiam", "mocov3", "dino", "nnclr",
-           "vicreg_supervised_graph", "vicreg_mixed_graph")
+           "vicreg_supervised_graph", "vicreg_mixed_graph",
+           # "<config>:<variant>": LeJEPA on the same small CNN as the others.
+           "lejepa:cnn")
 BASELINE_RUN = "vicreg"  # the run that also probes the two baselines
 
 
 def run_config(name: str, out: str, epochs: int, variant: str | None,
                extra: list[str]) -> dict:
   """Runs main for one config unless its results.json exists; returns it."""
-  workdir = os.path.join(out, name)
+  workdir = os.path.join(out, run_name(name))
   results_path = os.path.join(workdir, "results.json")
   if not os.path.exists(results_path):
-    config = os.path.join(REPO, "configs", f"{name}.py")
+    file, _, own = name.partition(":")
+    config = os.path.join(REPO, "configs", f"{file}.py")
+    words = ",".join(w for w in (own, variant) if w)
     cmd = [sys.executable, "-m", "ssljax.main",
-           f"--config={config}{':' + variant if variant else ''}",
+           f"--config={config}{':' + words if words else ''}",
            f"--workdir={workdir}", f"--config.epochs={epochs}",
            f"--config.eval_inputs.baselines={name == BASELINE_RUN}", *extra]
     print(" ".join(cmd), flush=True)
     os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(out, f"{name}.log"), "w") as log:
+    with open(os.path.join(out, f"{run_name(name)}.log"), "w") as log:
       subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                      check=True)
   with open(results_path) as f:
     return json.load(f)
 
 
+def run_name(name: str) -> str:
+  """Workdir name of a CONFIGS entry ("lejepa:cnn" -> "lejepa_cnn")."""
+  return name.replace(":", "_")
+
+
 def finished_runs(out: str) -> dict:
   """results.json of every config in CONFIGS that has one under out."""
   results = {}
   for name in CONFIGS:
-    path = os.path.join(out, name, "results.json")
+    path = os.path.join(out, run_name(name), "results.json")
     if os.path.exists(path):
       with open(path) as f:
         results[name] = json.load(f)
@@ -66,6 +75,13 @@ def _cell(r: dict, key: str, fmt: str = ".4f") -> str:
   return "" if value is None else format(value, fmt)
 
 
+def step_seconds(r: dict) -> float:
+  """Seconds per train step (the steps alone, without evaluators and
+  checkpoint saves, when results.json times them)."""
+  return r.get("seconds", {}).get("train_steps", r["train_seconds"]) / max(
+      r["steps"], 1)
+
+
 def table(results: dict) -> str:
   lines = ["| config | method | loss form | graph | probe | k-NN | online "
            "probe | RankMe | train s | wall s |",
@@ -77,15 +93,17 @@ def table(results: dict) -> str:
         f"{_cell(r, 'knn/test_accuracy')} | "
         f"{_cell(r, 'online_probe/test_accuracy')} | "
         f"{_cell(r, 'rankme/rankme', '.1f')} | "
+        f"{_cell(r, 'sigreg/sigreg_z', '.1f')} | "
+        f"{step_seconds(r):.2f} | "
         f"{r['train_seconds']:.0f} | {r['wall_seconds']:.0f} |")
   base = results.get(BASELINE_RUN)
   if base is None:
     lines.append(f"(no baselines: run --configs {BASELINE_RUN} to probe them)")
     return "\n".join(lines) + "\n"
   lines.append(f"| raw pixels (baseline) | | | | "
-               f"{_cell(base, 'raw_pixel_probe/test_accuracy')} | | | | | |")
+               f"{_cell(base, 'raw_pixel_probe/test_accuracy')} | | | | | | | |")
   lines.append(f"| random-init encoder (baseline) | | | | "
-               f"{_cell(base, 'random_init_probe/test_accuracy')} | | | | | |")
+               f"{_cell(base, 'random_init_probe/test_accuracy')} | | | | | | | |")
   return "\n".join(lines) + "\n"
 
 

@@ -127,6 +127,9 @@ def _problems(config):
     ("byol", {"loss.temperature": 0.1}, "not a hyper-parameter"),
     ("dino", {"model.dino_head.out_dim": 0}, "dino_head.out_dim=0"),
     ("nnclr", {"loss.queue_size": 8}, "queue_size=8: must be >="),
+    ("lejepa", {"lejepa.lam": 1.5}, "config.lejepa.lam=1.5"),
+    ("lejepa", {"lejepa.num_slices": 0}, "config.lejepa.num_slices=0"),
+    ("lejepa", {"loss.form": "two_view"}, "loss.form='two_view'"),
 ])
 def test_each_method_refuses_its_bad_configs_in_one_line(name, overrides,
                                                          match):
@@ -155,15 +158,15 @@ def test_an_old_field_name_names_the_new_one(old, new):
 
 def test_registry_lists_every_method_module():
   assert methods.available() == sorted([
-      "barlow_twins", "byol", "dino", "frossl", "mocov3", "nnclr", "simclr",
-      "simsiam", "spectral_contrastive", "vicreg", "wmse"])
+      "barlow_twins", "byol", "dino", "frossl", "lejepa", "mocov3", "nnclr",
+      "simclr", "simsiam", "spectral_contrastive", "vicreg", "wmse"])
   with pytest.raises(ValueError, match="unknown method 'swav'"):
     methods.get("swav")
 
 
 @pytest.mark.parametrize("name", sorted([
-    "barlow_twins", "byol", "dino", "frossl", "mocov3", "nnclr", "simclr",
-    "simsiam", "spectral_contrastive", "vicreg", "wmse"]))
+    "barlow_twins", "byol", "dino", "frossl", "lejepa", "mocov3", "nnclr",
+    "simclr", "simsiam", "spectral_contrastive", "vicreg", "wmse"]))
 def test_protocol(name):
   """init -> loss (finite, differentiable) -> after_update -> representation,
   with the shapes the protocol promises."""

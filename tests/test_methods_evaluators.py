@@ -34,6 +34,7 @@ OPTIONS = {
     "alpha_req": dict(),
     "spectrum": dict(),
     "theory": dict(),
+    "sigreg": dict(num_slices=8),
 }
 
 

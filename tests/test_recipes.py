@@ -45,9 +45,10 @@ def test_recipe_validates(module, arg):
   if "multicrop" in words:
     assert (config.views.num_global, config.views.num_local) == (2, 4)
     assert (config.views.size, config.views.local_size) == (32, 16)
-    # DINO's own pairing takes V > 2 views; the other methods use the graph.
-    assert config.loss.form == ("multi_view" if config.method == "dino"
-                                else "graph")
+    # DINO's and LeJEPA's own forms take V > 2 views; the others use the
+    # graph.
+    assert config.loss.form == (
+        "multi_view" if config.method in ("dino", "lejepa") else "graph")
 
 
 def test_cifar_default_arg_and_errors():

@@ -57,7 +57,7 @@ def test_main_writes_results_metrics_and_checkpoints(fmnist_data_dir, tmp_path):
   phases = results["seconds"]
   evals = {f"eval/{name}" for name in ("probe", "knn", "raw_pixel_probe",
                                        "random_init_probe", "online_probe",
-                                       "rankme")}
+                                       "rankme", "sigreg")}
   assert set(phases) == {"setup", "train_steps", "checkpoint_save"} | evals
   assert all(v >= 0 for v in phases.values())
   assert sum(phases.values()) <= results["wall_seconds"]
@@ -83,7 +83,8 @@ def test_every_default_evaluator_runs_at_its_steps(fmnist_data_dir, tmp_path):
   config.evals.few_shot.shots = (1, 5)
   config.evals.fine_tune = vicreg_config.evals_entry(
       "fine_tune", fractions=(0.1,), steps=5, batch_size=32)
-  for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory"):
+  for name in ("rankme", "alpha_req", "lidar", "spectrum", "theory",
+               "sigreg"):
     config.evals[name].every_steps = 3
   results = train.train_and_evaluate(config, str(tmp_path))
   evals = results["evals"]
@@ -91,7 +92,8 @@ def test_every_default_evaluator_runs_at_its_steps(fmnist_data_dir, tmp_path):
               "online_probe/test_accuracy", "few_shot/5shot",
               "rankme/rankme", "alpha_req/alpha_req", "lidar/lidar",
               "spectrum/top_fraction", "theory/gram_gap",
-              "theory/top_eigenspace_fraction", "fine_tune/10pct_test_accuracy"):
+              "theory/top_eigenspace_fraction", "fine_tune/10pct_test_accuracy",
+              "sigreg/sigreg_z", "sigreg/sigreg_z_standardized"):
     assert key in evals, key
   assert 0.0 <= evals["fine_tune/10pct_test_accuracy"] <= 1.0
   # RankMe of a K-column embedding lies in [1, K]; the spectrum is sorted.

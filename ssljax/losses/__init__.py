@@ -73,3 +73,17 @@ __all__ += ["dino", "dino_terms", "dino_center_update",
             "dino_teacher_temperature", "dino_crops_graph", "dino_graph"]
 __all__ += ["nearest_neighbour", "nnclr", "nnclr_two_view",
             "support_knn_graph", "nnclr_graph"]
+
+from ssljax.losses.sigreg import sigreg  # noqa: E402
+from ssljax.losses.sigreg import sigreg_directions  # noqa: E402
+from ssljax.losses.sigreg import sigreg_null_mean  # noqa: E402
+from ssljax.losses.sigreg import sigreg_quadrature  # noqa: E402
+from ssljax.losses.lejepa import lejepa  # noqa: E402
+from ssljax.losses.lejepa import lejepa_crops_graph  # noqa: E402
+from ssljax.losses.lejepa import lejepa_graph  # noqa: E402
+from ssljax.losses.lejepa import lejepa_graph_terms  # noqa: E402
+from ssljax.losses.lejepa import lejepa_terms  # noqa: E402
+
+__all__ += ["sigreg", "sigreg_directions", "sigreg_null_mean",  # LeJEPA
+            "sigreg_quadrature", "lejepa", "lejepa_terms", "lejepa_graph",
+            "lejepa_graph_terms", "lejepa_crops_graph"]

@@ -10,8 +10,9 @@ run; ``config_problems(config)`` runs its config checks.
 
 Methods: joint-embedding losses of the embeddings and a graph (vicreg,
 simclr, barlow_twins, spectral_contrastive, frossl, wmse;
-`ssljax.methods.joint_embedding`), and the teacher–student / predictor
-methods (byol, simsiam, mocov3, dino, nnclr).
+`ssljax.methods.joint_embedding`), the teacher–student / predictor
+methods (byol, simsiam, mocov3, dino, nnclr), and LeJEPA (lejepa: invariance
+plus SIGReg, no teacher).
 
 Adding a method = one module here + its config + its tests + one docs
 entry (docs/guide/new_method.md).

@@ -1,0 +1,85 @@
+"""LeJEPA (Balestriero & LeCun 2025, arXiv 2511.08544) on Fashion-MNIST:
+invariance to the global views' centre + SIGReg, no teacher, no predictor,
+no stop-gradient.
+
+    python -m ssljax.main --config configs/lejepa.py --workdir runs/lejepa
+    python -m ssljax.main --config configs/lejepa.py:cnn --workdir runs/lejepa_cnn
+
+The argument is comma-separated words: "smoke" (seconds on a CPU, for tests)
+or "long" (30 epochs), as in configs/common.py, and "cnn" (the main job's
+small CNN 16-32-64-512 and optimiser instead of the ViT, so that LeJEPA
+stands next to the other methods on one encoder; docs/results.md). No word:
+ViT-Tiny, patch 7.
+
+Sources: the official implementation's README ("GOTO hyperparameters":
+2 global + 6 local views, global crops scale 0.3–1, local 0.05–0.3, AdamW lr
+5e-4, weight decay 5e-2 for ViTs, warm-up then cosine to lr/1000;
+``SlicingUnivariateTest(..., num_slices=1024)``), λ = 0.05 (the official
+library's default; the paper sweeps 0.01–0.1), its MINIMAL.md (a 3-layer
+BatchNorm MLP projector; proj_dim 16 there).
+"""
+
+from ml_collections import config_dict
+
+from configs import common
+
+WORDS = ("smoke", "long", "cnn")
+VARIANTS = ("default", "smoke", "long", "cnn", "cnn,smoke", "cnn,long")
+
+
+def parse_arg(arg: str | None) -> frozenset:
+  """Comma-separated words of WORDS ("default" or None: none)."""
+  words = frozenset(w.strip() for w in (arg or "").split(",")
+                    if w.strip() and w.strip() != "default")
+  if words - set(WORDS):
+    raise ValueError(f"unknown variant word(s) {sorted(words - set(WORDS))};"
+                     f" expected any of {WORDS}")
+  if {"smoke", "long"} <= words:
+    raise ValueError("variant words 'smoke' and 'long' exclude each other")
+  return words
+
+
+def get_config(arg: str | None = None) -> config_dict.ConfigDict:
+  """Returns the run configuration; ``arg`` as in the module docstring."""
+  words = parse_arg(arg)
+  size = "smoke" if "smoke" in words else ("long" if "long" in words else None)
+  c = common.get_config(size)
+  c.method = "lejepa"
+  c.loss = config_dict.ConfigDict()
+  c.loss.form = "multi_view"  # official | "graph" (the crop graph, equal)
+  c.lejepa = config_dict.ConfigDict()
+  c.lejepa.lam = 0.05  # λ: (1 − λ)·invariance + λ·SIGReg
+  c.lejepa.num_slices = 1024  # M random directions per step, from (seed, step)
+
+  # Views: official 2 x 224 px (scale 0.3–1) + 6 x 98 px (0.05–0.3); here
+  # 28 px global and 14 px local crops, with the main job's grey jitter
+  # and erasing (configs/common.py).
+  c.views.num_local = 6
+  c.views.local_size = 14
+  c.views.crop_scale = (0.3, 1.0)
+  c.views.local_crop_scale = (0.05, 0.3)
+
+  # Projector: MINIMAL.md's 3-layer MLP with BatchNorm (2048-2048-16 there),
+  # 512 wide as the main job's, output K = 64.
+  c.model.projector = (512, 512, 64)
+
+  if "cnn" not in words:
+    # ViT-Tiny (D = 192, 12 blocks, 3 heads) with 7-px patches: a 4 x 4 grid
+    # on 28-px views and 2 x 2 on the 14-px local crops, so every token is
+    # a 7 x 7 patch of the garment. Patch 4 would give 49 tokens per global
+    # view (3x the tokens, ~3.5x the attention and MLP cost on a CPU) and
+    # 14-px local crops of 12 tokens; patch 7 keeps the global view cheap
+    # and the local crops still tokenised. The ViT LeJEPA recipe's optimiser:
+    c.model.encoder = "vit_tiny16"
+    c.model.encoder_kwargs = config_dict.ConfigDict({"patch_size": 7})
+    c.optim.learning_rate = 5e-4  # per 256 samples
+    c.optim.weight_decay = 5e-2
+    c.optim.end_lr_factor = 1e-3
+    if "smoke" in words:  # a 1-block, 8-wide ViT
+      c.model.encoder_kwargs = config_dict.ConfigDict(
+          {"patch_size": 7, "hidden_dim": 8, "depth": 1, "num_heads": 2})
+  if "smoke" in words:
+    c.model.projector = (16, 8)
+    c.lejepa.num_slices = 16
+    c.views.num_local = 2
+  return c

@@ -1,0 +1,90 @@
+"""LeJEPA (Balestriero & LeCun 2025, arXiv 2511.08544) as a method.
+
+One network (`ssljax.models.EncoderProjector`: any encoder of
+``config.model.encoder``, ViT, ResNet or the small CNN, then the projector
+``config.model.projector``), no teacher, no predictor, no stop-gradient. All
+V views (``views.num_global`` global crops, then ``views.num_local`` local
+crops) go through the same network; the loss (`ssljax.losses.lejepa`) pulls
+every view's embedding to the centre of the global views' embeddings and
+regularises each view's embedding towards N(0, I_K) with SIGReg:
+
+    L = (1 − λ)·invariance + λ·(1/V) Σ_v SIGReg(z_v).
+
+Hyper-parameters (``config.lejepa``): ``lam`` (λ, the paper's single
+trade-off; 0.05 is the default of the official implementation, the paper
+sweeps 0.01–0.1) and ``num_slices`` (M directions; 1024 in the official
+README's example). The M directions are drawn inside the jitted loss from
+the step's loss key, itself derived from (seed, step): identical on every
+device and process, and replayed exactly on resume.
+
+Forms: ``"multi_view"`` (`losses.lejepa_terms`, the official code) and
+``"graph"`` (`losses.lejepa_graph_terms` over the crop graph
+`losses.lejepa_crops_graph`, equal to it).
+"""
+
+from ssljax import config_rules as rules, losses
+from ssljax.methods import base, student
+
+__all__ = ["Method"]
+
+FIELDS = {"model.projector": rules.nonempty_widths,
+          "lejepa.lam": rules.real(0.0, 1.0),
+          "lejepa.num_slices": rules.integer(1)}
+
+
+class Method(base.SingleNetworkMethod):
+  """LeJEPA: invariance to the global views' centre + SIGReg per view."""
+
+  name = "lejepa"
+  forms = ("multi_view", "graph")
+
+  def __init__(self, config):
+    super().__init__(config)
+    self.network = base.projector_network(config)
+    self.form = config.loss.form
+    self.lam = float(config.lejepa.lam)
+    self.num_slices = int(config.lejepa.num_slices)
+    self.num_global = int(config.views.num_global)
+
+  @classmethod
+  def config_fields(cls, config):
+    del config
+    return dict(FIELDS)
+
+  @classmethod
+  def check_config(cls, config):
+    problems = super().check_config(config)
+    extra = sorted(k for k in config.loss.keys() if k != "form")
+    if extra:
+      problems.append(
+          f"config.loss.{extra[0]} is not a hyper-parameter of method "
+          "'lejepa' (its loss reads only loss.form; λ and M are "
+          "config.lejepa.lam and config.lejepa.num_slices)")
+    num_views = config.views.num_global + config.views.num_local
+    if num_views < 2:
+      problems.append("method 'lejepa' needs at least 2 views "
+                      f"(views.num_global + views.num_local), got {num_views}")
+    return problems
+
+  def terms(self, z_VxBxK, key) -> dict:
+    """Loss terms of the configured form on (V, B, K) embeddings, with the
+    step's directions drawn from ``key``."""
+    num_views, batch, k = z_VxBxK.shape
+    a_KxM = losses.sigreg_directions(key, k, self.num_slices)
+    if self.form == "multi_view":
+      return losses.lejepa_terms(z_VxBxK, num_global=self.num_global,
+                                 lam=self.lam, directions=a_KxM)
+    g_NxN = losses.lejepa_crops_graph(batch, self.num_global,
+                                      num_views - self.num_global)
+    return losses.lejepa_graph_terms(student.flat(z_VxBxK), g_NxN,
+                                     num_views=num_views, lam=self.lam,
+                                     directions=a_KxM)
+
+  def loss(self, params, state, batch, key, schedule):
+    del schedule
+    outs, batch_stats = self.forward(params, state["batch_stats"],
+                                     batch["views"])
+    terms = self.terms(student.stack(outs, "z"), key)
+    return terms["loss"], base.LossAux(terms, {**state,
+                                               "batch_stats": batch_stats},
+                                       outs[0]["h"])
