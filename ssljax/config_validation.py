@@ -15,7 +15,8 @@ from typing import Any
 
 import ml_collections
 
-from ssljax import config_rules
+from ssljax import config_paths, config_rules
+from ssljax.data import crops
 
 __all__ = ["ConfigError", "validate", "field_paths", "suggest"]
 
@@ -64,7 +65,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "views.num_local": _int(0),
     "views.size": _int(0),
     "views.local_size": _int(0),
-    "views.crop": _one_of("random_resized", "pad_and_crop", "none"),
+    "views.crop": _one_of(*crops.CROP_MODES),
     "views.crop_scale": _pair(0.0, 1.0),
     "views.local_crop_scale": _pair(0.0, 1.0),
     "views.crop_ratio": _pair(1e-6, 1e6),
@@ -233,8 +234,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
   In order: fields renamed since earlier versions (one line naming the new
   name), the common fields (`configs/common.py`), the method's own fields
-  and checks (`ssljax.methods.config_problems`), fields nothing reads, and
-  ``config.evals``.
+  and checks (`ssljax.methods.config_problems`), fields nothing reads,
+  fields the run's path does not read set away from their neutral value
+  (`ssljax.config_paths`), and ``config.evals``.
 
   Args:
     config: the run's ConfigDict (``configs/*.py`` after overrides).
@@ -256,6 +258,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     problems += methods.config_problems(config)
   if not problems:
     problems += _unread_problems(config, methods.config_fields(config))
+  if not problems:
+    problems += config_paths.unread_problems(config)
   problems += _evals_problems(config)
   if problems:
     raise ConfigError("; ".join(problems))

@@ -89,7 +89,7 @@ def test_add_graph_adds_the_graph_group():
   assert set(c.graph) == {
       "kind", "alpha", "label_fraction", "normalize", "knn_k",
       "knn_features", "knn_pca_dim", "supervised_per_node", "edge_list_path",
-      "edge_sampling", "augment_edges"}
+      "edge_sampling"}
 
 
 def _imports_vicreg(path: pathlib.Path) -> bool:

@@ -8,8 +8,6 @@ batches keyed by (seed, step); the views (`ssljax.data.views`,
 devices.
 """
 
-from ssljax.data.augment import augment
-from ssljax.data.augment import augment_options
 from ssljax.data.batches import epoch_permutation
 from ssljax.data.batches import eval_batches
 from ssljax.data.batches import step_indices
@@ -41,8 +39,6 @@ __all__ = [
     "ImageFolderSource",
     "TfdsSource",
     "ViewSpec",
-    "augment",
-    "augment_options",
     "device_views",
     "edge_batches",
     "edge_tables",
