@@ -130,6 +130,13 @@ def _view_problems(config) -> list[str]:
           f"config.{path}={value!r}: has {len(value)} entries; give one value"
           f" for every view or one per view (V = views.num_global + "
           f"views.num_local = {num_views})")
+  if config.dataset.name == "image_folder" and not views.size:
+    problems.append("config.views.size=0: an image folder's images (of any "
+                    "size) are cropped on the host to one side; set "
+                    "views.size, e.g. --config.views.size=28")
+  if config.dataset.name == "image_folder" and views.crop != "random_resized":
+    problems.append(f"config.views.crop={views.crop!r}: needs images of one "
+                    "size; an image folder takes 'random_resized'")
   if views.num_local and not views.local_size:
     problems.append(f"config.views.num_local={views.num_local!r}:"
                     f" needs views.local_size > 0 (the local crop side), got "

@@ -107,7 +107,7 @@ def open_sources(config: ml_collections.ConfigDict):
   d = config.dataset
   if d.name == "image_folder" and d.generate and d.data_dir and (
       jax.process_index() == 0) and not os.path.isdir(
-          os.path.join(d.data_dir, d.train_split)):
+          os.path.join(d.data_dir, data.folder_split(d.train_split)[0])):
     synthetic.write_image_folder(d.data_dir, seed=config.seed,
                                  **dict(d.generate_kwargs))
   open_ = lambda split: data.open_split(

@@ -159,3 +159,22 @@ def test_steps_per_epoch():
   assert data.steps_per_epoch(8, 8) == 1
   with pytest.raises(ValueError):
     data.steps_per_epoch(7, 8)
+
+
+def test_image_folder_splits_slice_the_sorted_files(tmp_path):
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  for i in range(10):
+    folder = tmp_path / "train" / f"c{i % 2}"
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.full((5, 5), i * 20, np.uint8)).save(folder / f"{i}.png")
+  whole = data.open_split("image_folder", "train", data_dir=str(tmp_path))
+  first = data.open_split("image_folder", "train[:4]", data_dir=str(tmp_path))
+  assert len(whole) == 10 and first.files == whole.files[:4]
+  np.testing.assert_array_equal(first.labels, whole.labels[:4])
+  middle = data.open_split("image_folder", "train[3:7]", data_dir=str(tmp_path))
+  assert middle.files == whole.files[3:7]
+  half = data.open_split("image_folder", "train[:50%]", data_dir=str(tmp_path))
+  assert half.files == whole.files[:5]
+  for split, match in (("train[::2]", "NAME"), ("train[20:]", "keeps no")):
+    with pytest.raises(data.DatasetUnavailableError, match=match):
+      data.open_split("image_folder", split, data_dir=str(tmp_path))

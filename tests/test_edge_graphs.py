@@ -241,9 +241,11 @@ def test_vic2_edge_estimate_trains_on_dataset_graphs(fmnist_data_dir, tmp_path,
                                                      kind):
   path = tmp_path / "edges.npy"
   np.save(path, np.stack([np.arange(511), np.arange(1, 512)], 1))
+  own = ({"graph.edge_list_path": str(path)} if kind == "edge_list"
+         else {"graph.supervised_per_node": 4})
   config = _smoke(fmnist_data_dir, **{
-      "graph.kind": kind, "graph.edge_list_path": str(path),
-      "graph.supervised_per_node": 4, "loss.form": "graph"})
+      "graph.kind": kind, "loss.form": "graph", "graph.knn_k": 16,
+      "graph.knn_pca_dim": 50, **own})  # the k-NN fields back at neutral
   config.method = "spectral_contrastive"
   for name in ("inv_weight", "var_weight", "cov_weight", "eps"):
     del config.loss[name]

@@ -23,6 +23,7 @@ from ssljax.data.sources import DatasetUnavailableError
 from ssljax.data.sources import ImageFolderSource
 from ssljax.data.sources import TfdsSource
 from ssljax.data.splits import IN_MEMORY_MODES
+from ssljax.data.splits import folder_split
 from ssljax.data.splits import load_split
 from ssljax.data.splits import open_split
 from ssljax.data.splits import steps_per_epoch
@@ -45,6 +46,7 @@ __all__ = [
     "epoch_permutation",
     "eval_batches",
     "find_fashion_mnist_files",
+    "folder_split",
     "load_split",
     "open_split",
     "sample_edges",
