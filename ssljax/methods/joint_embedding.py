@@ -202,6 +202,10 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
 
 def _form_problem(name, forms, form, num_views, graph_kind):
   """Why a (form, V, graph kind) does not fit a method, or None."""
+  if graph_kind in DATASET_GRAPH_KINDS and num_views != 2:
+    return (f"graph kind {graph_kind!r} samples edges, whose two endpoints"
+            f" are the views: needs 2 views (views.num_global + "
+            f"views.num_local), got {num_views}")
   if form == "two_view" and num_views != 2:
     return (f"loss form 'two_view' needs 2 views (views.num_global + "
             f"views.num_local), got {num_views}; use form "
