@@ -18,7 +18,8 @@ import ml_collections
 from ssljax import config_paths, config_rules
 from ssljax.data import crops
 
-__all__ = ["ConfigError", "validate", "field_paths", "suggest"]
+__all__ = ["ConfigError", "validate", "field_paths", "suggest",
+           "common_fields"]
 
 
 class ConfigError(ValueError):
@@ -113,6 +114,13 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
 }
 # Fields whose keys are free (attributes of a class, evaluator options).
 _FREE = ("model.encoder_kwargs.", "dataset.generate_kwargs.", "evals.")
+
+def common_fields() -> dict:
+  """Dotted path -> rule of the common fields of every config
+  (configs/common.py), which every path reads unless `ssljax.config_paths`
+  says otherwise."""
+  return dict(_RULES)
+
 
 def _view_problems(config) -> list[str]:
   """Per-view tuples of the wrong length; local views without a size."""

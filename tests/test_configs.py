@@ -295,7 +295,7 @@ def walk_fields(configs_to_walk):
   counts = {"read": 0, "free": 0, "refused": 0}
   for name, arg in configs_to_walk:
     config = importlib.import_module(f"configs.{name}").get_config(arg)
-    declared = (set(config_validation._RULES)  # pylint: disable=protected-access
+    declared = (set(config_validation.common_fields())
                 | set(methods.config_fields(config)))
     for path in config_validation.field_paths(config):
       if path.startswith(("evals.", "model.encoder_kwargs.",

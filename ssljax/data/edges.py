@@ -27,6 +27,8 @@ from collections.abc import Iterator
 import grain
 import numpy as np
 
+from ssljax.data.sources import ArraySource
+
 __all__ = ["SAMPLINGS", "edge_tables", "sample_edges", "edge_batches"]
 
 SAMPLINGS = ("weighted", "uniform")
@@ -132,7 +134,6 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
       shapes, bad batch size, steps or process arguments, unknown sampling.
   """
   if isinstance(source, np.ndarray):
-    from ssljax.data.sources import ArraySource  # pylint: disable=import-outside-toplevel
     source = ArraySource(source)
   _check_args(source, graph, batch_size, start_step, num_steps,
               process_index, process_count)
