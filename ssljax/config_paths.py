@@ -21,13 +21,9 @@ by view. `RGB_ONLY` are the view ops that do nothing to one-channel images.
 from collections.abc import Callable
 
 __all__ = ["CONDITIONAL", "PER_VIEW_SWITCHES", "RGB_ONLY", "ONE_CHANNEL",
-           "unread_reason", "unread_problems"]
+           "neutral_value", "unread_reason", "unread_problems"]
 
 _DATASET_GRAPHS = ("dataset_knn", "dataset_supervised", "edge_list")
-
-
-def _graph_kind(c) -> str:
-  return c.graph.kind if "graph" in c else "views"
 
 
 def _needs(test: Callable, reason: str) -> Callable:
