@@ -1,7 +1,9 @@
 # Fresh machine → running job. Everything the project needs is installed here:
 # uv (pinned, in .uv/), the locked environment in .venv (uv.lock, exactly),
 # Debian's Fashion-MNIST files and, for the docs test, Debian's chromium
-# (apt, as root or through sudo).
+# (apt, as root or through sudo). `make run` installs the default
+# environment only; `make test` adds the test, docs and serve extras (pytest,
+# hypothesis, mkdocs, playwright, the annotation service) that a run never uses.
 PYTHON ?= python3
 VENV ?= .venv
 WORKDIR ?= runs/vicreg
@@ -13,9 +15,11 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup data browser postgres run test test-slow lock
+.PHONY: setup setup-test data browser postgres run test test-slow lock
 
 setup: $(VENV)/.installed
+
+setup-test: $(VENV)/.installed-test
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -23,10 +27,18 @@ $(UV):
 
 # --locked: fail (instead of re-resolving) when uv.lock no longer matches
 # pyproject.toml, so CI catches a stale lock. UV_PYTHON_DOWNLOADS=never: use
-# the machine's $(PYTHON), never a downloaded interpreter.
+# the machine's $(PYTHON), never a downloaded interpreter. --inexact: the
+# default sync leaves the extras of an earlier `make test` in place.
+UV_SYNC := UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(VENV) \
+  UV_LINK_MODE=copy $(UV) sync --locked --inexact \
+  --python "$$(command -v $(PYTHON))"
+
 $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
-	UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(VENV) UV_LINK_MODE=copy \
-	  $(UV) sync --locked --extra test --extra docs --extra serve --python "$$(command -v $(PYTHON))"
+	$(UV_SYNC)
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(UV_SYNC) --extra test --extra docs --extra serve
 	touch $@
 
 # After editing the dependencies in pyproject.toml: re-resolve and commit uv.lock.
@@ -54,8 +66,8 @@ postgres:
 run: setup data
 	$(VENV)/bin/python -m ssljax.main --config $(CONFIG) --workdir $(WORKDIR)
 
-test: setup data browser
+test: setup-test data browser
 	$(VENV)/bin/python -m pytest -q
 
-test-slow: setup data browser postgres
+test-slow: setup-test data browser postgres
 	$(VENV)/bin/python -m pytest -q -m slow

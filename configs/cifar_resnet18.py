@@ -178,6 +178,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     v.brightness, v.contrast = 0.4, 0.4
     v.saturation, v.hue = 0.2, 0.1
     _set_per_view(v, "solarize_prob", (0.0, 0.2))  # first crop 0.0, second 0.2
+  if v.blur_prob == 0.0:  # no blur: its kernel size is not read
+    v.blur_kernel_fraction = 0.1
 
   # -------------------------------------------------------------- model --
   c.model.encoder = "resnet18"  # backbone.name: resnet18

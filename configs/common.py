@@ -221,7 +221,6 @@ def add_graph(c: config_dict.ConfigDict) -> None:
   c.graph.supervised_per_node = 16  # dataset_supervised: partners per image
   c.graph.edge_list_path = ""  # edge_list: .npy (E, 2) or .npz edges/weights
   c.graph.edge_sampling = "weighted"  # dataset kinds: "weighted" (∝ G_ij) | "uniform"
-  c.graph.augment_edges = True  # dataset kinds: augment both endpoints
 
 
 def evals_entry(kind: str, every_steps: int | None = None,

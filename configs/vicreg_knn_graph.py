@@ -3,8 +3,9 @@
 G is the symmetrised 16-NN graph of the 60,000 train images in the space of
 their top 50 pixel principal components (ssljax.graphs.knn_edges): about
 1.3·10⁶ directed entries, stored as an edge list (memory O(edges), never
-60,000²). Each step draws ``batch_size`` entries (i, j) ∝ G_ij; view 0 is an
-augmentation of image i, view 1 of image j, and the original VICReg loss
+60,000²). Each step draws ``batch_size`` entries (i, j) ∝ G_ij; view 0 is cut
+from image i, view 1 from image j, on the devices, with the ``config.views``
+fields and (seed, step) keys of every other config; the original VICReg loss
 treats them as the positive pair (the other batch rows are the negatives of
 its variance/covariance terms). Same model, optimiser and probe as
 configs/vicreg.py.
@@ -37,7 +38,6 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.graph.knn_features = "pca"  # PCA-50 of pixels: the k-NN costs seconds
   c.graph.knn_pca_dim = 50
   c.graph.edge_sampling = "weighted"
-  c.graph.augment_edges = True  # an edge is a positive pair of two views
   # A fixed budget that fits ~10 min on the shared 2-core machine (a step
   # sees 2 × 256 images; 234 steps ≈ one pass over the images' count).
   c.num_steps = 234

@@ -115,26 +115,32 @@ def load_fashion_mnist(n: int, *, classes=None, seed: int = 0):
 def augmented_subset(cfg: dict, data_dir, seed: int, augment: dict):
   """A seeded subset of Fashion-MNIST train images with V augmented views.
 
+  The views are made by the training engine (`ssljax.data.device_views`),
+  keyed by ``jax.random.key(seed)``.
+
   Args:
     cfg: "train_split" (tfds split), "n" (images drawn without replacement),
       "views" (V), "test" (first rows of the test split).
     data_dir: tfds data dir (None: default).
-    seed: seeds the subset and the augmentation keys [seed, v].
-    augment: keyword arguments of `ssljax.data.augment`.
+    seed: seeds the subset and the views.
+    augment: ``config.views`` fields (`ssljax.data.view_spec`), e.g.
+      {"crop": "pad_and_crop", "pad": 2, "flip_prob": 0.5}; ops not named
+      are off (the `ssljax.data.view_ops.apply_view` defaults).
 
   Returns:
     (clean (n, 28, 28, 1) float32 in [0, 1], labels (n,) int64, views: list
     of V such arrays, test images (M, 28, 28, 1) uint8, test labels int64).
   """
-  import tensorflow as tf  # local: only to seed the augmentation
+  import jax  # local: the experiments' numpy-only parts stay light
   from ssljax import data
   images, labels = data.load_split("fashion_mnist_local", cfg["train_split"],
                                    data_dir=data_dir)
   idx = np.random.default_rng(seed).choice(len(labels), cfg["n"],
                                            replace=False)
   clean = images[idx].astype(np.float32) / 255.0
-  views = [data.augment(clean, tf.constant([seed, v], tf.int64),
-                        **augment).numpy() for v in range(cfg["views"])]
+  spec = data.view_spec({**augment, "num_global": cfg["views"]})
+  views = [np.asarray(v) for v in data.device_views(
+      {"images": images[idx]}, jax.random.key(seed), spec)]
   test_images, test_labels = data.load_split(
       "fashion_mnist_local", f"test[:{cfg['test']}]", data_dir=data_dir)
   return (clean, labels[idx].astype(np.int64), views, test_images,

@@ -10,7 +10,7 @@ much accuracy? Algorithm 1 (`ssljax.pal.run_pal`) trains one network per
 training goes; the frozen K-dim embedding is probed at checkpoints.
 
 Data. n Fashion-MNIST train images (seeded subset, `ssljax.data.load_split`
-of "fashion_mnist_local"), V = 2 views each by `ssljax.data.augment`
+of "fashion_mnist_local"), V = 2 views each by `ssljax.data.device_views`
 (random resized crop, area 0.3–1, and flip; seeded), stacked view-major
 (row v·n + i): N = nV training rows, all oracles see the same rows. The
 labeler knows the row labels (the source image's label). Probe and k-NN:
@@ -80,7 +80,7 @@ _FULL = dict(n=5000, views=2, test=2000, hidden=(256, 256), k=16, batch=200,
 _FAST = dict(n=200, views=2, test=200, hidden=(32,), k=8, batch=40,
              per_step=20, budgets=(40, 100, 200), mix_budget=40, alpha=0.1,
              lr=1e-3, scale_lr=0.05, train_split="train[:1000]")
-_AUGMENT = dict(crop="random_resized", crop_scale=(0.3, 1.0), flip=True)
+_AUGMENT = dict(crop="random_resized", crop_scale=(0.3, 1.0), flip_prob=0.5)
 _PROBE = dict(l2_grid=(1e-4, 1e-2), max_iter=300)
 
 

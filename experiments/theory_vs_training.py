@@ -7,7 +7,7 @@ Question: how far does the closed form of the kernel regime (Cabannes et al.
 training of a network on the same loss and the same graph learns?
 
 Data. n Fashion-MNIST train images (seeded subset) with V views each, built
-once by `ssljax.data.augment` (pad-and-crop by 2 px, horizontal flip,
+once by the training view engine (`ssljax.data.device_views`: pad-and-crop by 2 px, flip,
 Gaussian noise 0.05; seeded), flattened to 784 pixels in [0, 1], stacked
 view-major (row v·n + i), N = nV rows. Test: the first M test images, clean.
 
@@ -81,7 +81,7 @@ _FAST = {"n": 150, "views": 2, "k": 16, "test": 300, "hidden": 64,
 _RIDGE = 1.0
 _JITTER = 1e-8
 _SEED = 0
-_AUGMENT = {"crop": "pad_and_crop", "pad": 2, "flip": True, "noise_std": 0.05}
+_AUGMENT = {"crop": "pad_and_crop", "pad": 2, "flip_prob": 0.5, "noise_std": 0.05}
 _LAST_INIT_SCALE = 0.01
 
 

@@ -210,6 +210,10 @@ RENAMED: dict[str, str] = {
     "model.head": ("replaced by config.model.dino_head (DINO; the other "
                    "methods' head is config.model.projector)"),
     "model.head_kwargs": "renamed config.model.dino_head",
+    "graph.augment_edges": (
+        "removed: the edge endpoints get the config.views of every path "
+        "(for raw endpoints set views.crop='none' and the op "
+        "probabilities, e.g. views.flip_prob, to 0)"),
 }
 
 

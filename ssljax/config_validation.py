@@ -15,9 +15,11 @@ from typing import Any
 
 import ml_collections
 
-from ssljax import config_rules
+from ssljax import config_paths, config_rules
+from ssljax.data import crops
 
-__all__ = ["ConfigError", "validate", "field_paths", "suggest"]
+__all__ = ["ConfigError", "validate", "field_paths", "suggest",
+           "common_fields"]
 
 
 class ConfigError(ValueError):
@@ -64,7 +66,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "views.num_local": _int(0),
     "views.size": _int(0),
     "views.local_size": _int(0),
-    "views.crop": _one_of("random_resized", "pad_and_crop", "none"),
+    "views.crop": _one_of(*crops.CROP_MODES),
     "views.crop_scale": _pair(0.0, 1.0),
     "views.local_crop_scale": _pair(0.0, 1.0),
     "views.crop_ratio": _pair(1e-6, 1e6),
@@ -113,6 +115,13 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
 # Fields whose keys are free (attributes of a class, evaluator options).
 _FREE = ("model.encoder_kwargs.", "dataset.generate_kwargs.", "evals.")
 
+def common_fields() -> dict:
+  """Dotted path -> rule of the common fields of every config
+  (configs/common.py), which every path reads unless `ssljax.config_paths`
+  says otherwise."""
+  return dict(_RULES)
+
+
 def _view_problems(config) -> list[str]:
   """Per-view tuples of the wrong length; local views without a size."""
   views = config.views
@@ -129,6 +138,13 @@ def _view_problems(config) -> list[str]:
           f"config.{path}={value!r}: has {len(value)} entries; give one value"
           f" for every view or one per view (V = views.num_global + "
           f"views.num_local = {num_views})")
+  if config.dataset.name == "image_folder" and not views.size:
+    problems.append("config.views.size=0: an image folder's images (of any "
+                    "size) are cropped on the host to one side; set "
+                    "views.size, e.g. --config.views.size=28")
+  if config.dataset.name == "image_folder" and views.crop != "random_resized":
+    problems.append(f"config.views.crop={views.crop!r}: needs images of one "
+                    "size; an image folder takes 'random_resized'")
   if views.num_local and not views.local_size:
     problems.append(f"config.views.num_local={views.num_local!r}:"
                     f" needs views.local_size > 0 (the local crop side), got "
@@ -233,8 +249,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
   In order: fields renamed since earlier versions (one line naming the new
   name), the common fields (`configs/common.py`), the method's own fields
-  and checks (`ssljax.methods.config_problems`), fields nothing reads, and
-  ``config.evals``.
+  and checks (`ssljax.methods.config_problems`), fields nothing reads,
+  fields the run's path does not read set away from their neutral value
+  (`ssljax.config_paths`), and ``config.evals``.
 
   Args:
     config: the run's ConfigDict (``configs/*.py`` after overrides).
@@ -256,6 +273,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     problems += methods.config_problems(config)
   if not problems:
     problems += _unread_problems(config, methods.config_fields(config))
+  if not problems:
+    problems += config_paths.unread_problems(config)
   problems += _evals_problems(config)
   if problems:
     raise ConfigError("; ".join(problems))

@@ -107,7 +107,7 @@ def open_sources(config: ml_collections.ConfigDict):
   d = config.dataset
   if d.name == "image_folder" and d.generate and d.data_dir and (
       jax.process_index() == 0) and not os.path.isdir(
-          os.path.join(d.data_dir, d.train_split)):
+          os.path.join(d.data_dir, data.folder_split(d.train_split)[0])):
     synthetic.write_image_folder(d.data_dir, seed=config.seed,
                                  **dict(d.generate_kwargs))
   open_ = lambda split: data.open_split(
@@ -147,27 +147,24 @@ def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
 
   Batches of view samples come from `ssljax.data.train_batches`; with a
   whole-dataset graph (``graph`` given) they are edge batches of
-  `ssljax.data.edge_batches` ("ready_views", augmented on the host, and
-  "edge_info" for the VIC² estimate), which need an in-memory source.
+  `ssljax.data.edge_batches`: the uint8 endpoint images ("edge_images",
+  the views are made from them on the devices by the same engine and keys
+  as every other path) and "edge_info" for the VIC² estimate; their
+  "probe_labels" are the labels of the first endpoints (view 0).
   """
   if graph is not None:
-    if not hasattr(source, "images"):
-      raise data.DatasetUnavailableError(
-          "whole-dataset graphs need the train split in memory "
-          "(dataset.in_memory='yes')")
-    views = {k: v for k, v in config.views.to_dict().items()
-             if k in data.augment_options({})}
     batches = data.edge_batches(
-        source.images, graph, batch_size=config.batch_size, seed=config.seed,
+        source, graph, batch_size=config.batch_size, seed=config.seed,
         start_step=start_step, num_steps=num_steps,
         sampling=config.graph.edge_sampling,
-        augment=config.graph.augment_edges, augment_kwargs=views,
         with_info=uses_edge_info(config), process_index=process_index,
-        process_count=process_count)
-    for item in batches:
-      views_, info = item if isinstance(item, tuple) else (item, None)
-      yield {"ready_views": views_} | ({} if info is None
-                                       else {"edge_info": info})
+        process_count=process_count, threads=config.dataset.threads,
+        prefetch=config.dataset.prefetch)
+    for batch in batches:
+      labels_ = batch.pop("labels")
+      if probe_labels:
+        batch["probe_labels"] = labels_
+      yield batch
     return
   all_labels = source_labels(source) if probe_labels else None
   labels = (known_labels(source_labels(source), config)
@@ -186,7 +183,7 @@ def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
 
 # The batch axis of each part of a batch.
 _BATCH_AXIS = {"images": 0, "labels": 0, "probe_labels": 0, "views": 1,
-               "ready_views": 1, "edge_info": 2}
+               "edge_images": 1, "ready_views": 1, "edge_info": 2}
 
 
 def batch_shardings(batch: dict, mesh) -> dict:

@@ -105,7 +105,7 @@ def test_add_graph_adds_the_graph_group():
   assert set(c.graph) == {
       "kind", "alpha", "label_fraction", "normalize", "knn_k",
       "knn_features", "knn_pca_dim", "supervised_per_node", "edge_list_path",
-      "edge_sampling", "augment_edges"}
+      "edge_sampling"}
 
 
 def _imports_vicreg(path: pathlib.Path) -> bool:
@@ -273,3 +273,90 @@ def test_view_spec_reads_num_global_and_num_local():
 def test_view_spec_rejects_the_old_names(old, new):
   with pytest.raises(ValueError, match=f"views.{old} was renamed views.{new}"):
     data.view_spec({old: 2})
+
+
+# ------------------------------------------- every field read or refused --
+# A valid non-neutral value of each field that some path does not read.
+_OTHER = {
+    "views.local_size": 9, "views.local_crop_scale": (0.1, 0.3),
+    "views.crop_scale": (0.5, 1.0), "views.crop_ratio": (0.5, 2.0),
+    "views.pad": 2, "views.brightness": 0.2, "views.contrast": 0.2,
+    "views.saturation": 0.3, "views.hue": 0.1, "views.grayscale_prob": 0.5,
+    "views.blur_sigma": (0.5, 1.0), "views.blur_kernel_fraction": 0.3,
+    "views.solarize_threshold": 0.7, "views.erase_scale": (0.1, 0.3),
+    "optim.lars.momentum": 0.5, "optim.lars.trust_coefficient": 0.01,
+    "dataset.download": True, "dataset.channels": 1, "dataset.generate": True,
+    "distributed.coordinator_address": "host:1234",
+    "distributed.num_processes": 2, "distributed.process_id": 1,
+    "graph.alpha": 0.25, "graph.label_fraction": 0.5, "graph.normalize": False,
+    "graph.knn_k": 3, "graph.knn_features": "pixels", "graph.knn_pca_dim": 7,
+    "graph.supervised_per_node": 3, "graph.edge_list_path": "edges.npy",
+    "graph.edge_sampling": "uniform",
+}
+
+
+def _set(config, path, value):
+  node, _, leaf = path.rpartition(".")
+  for part in filter(None, node.split(".")):
+    config = config[part]
+  config[leaf] = value
+
+
+def walk_fields(configs_to_walk):
+  """For every field of every (name, arg) config: "read" (the path reads
+  it), "free" (evaluator options and class attributes, checked by their
+  owners), or "refused" (the path does not read it and a non-neutral value
+  is refused, naming it). Returns the counts; fails on any other field."""
+  from ssljax import config_paths, config_validation, methods  # pylint: disable=import-outside-toplevel
+  counts = {"read": 0, "free": 0, "refused": 0}
+  for name, arg in configs_to_walk:
+    config = importlib.import_module(f"configs.{name}").get_config(arg)
+    declared = (set(config_validation.common_fields())
+                | set(methods.config_fields(config)))
+    for path in config_validation.field_paths(config):
+      if path.startswith(("evals.", "model.encoder_kwargs.",
+                          "dataset.generate_kwargs.", "loss.")):
+        counts["free"] += 1
+        continue
+      assert path in declared, f"{name}:{arg}: config.{path} is read nowhere"
+      if config_paths.unread_reason(config, path) is None:
+        counts["read"] += 1
+        continue
+      other = config.copy_and_resolve_references()
+      _set(other, path, _OTHER[path])
+      with pytest.raises(config_validation.ConfigError,
+                         match=f"config.{path}=.* is not read: "):
+        config_validation.validate(other)
+      counts["refused"] += 1
+  return counts
+
+
+@pytest.mark.slow  # 26 s on the shared 2-core machine
+def test_every_field_of_every_config_is_read_or_refused():
+  counts = walk_fields(ALL)
+  print(f"fields walked over {len(ALL)} configs: {counts}")
+  assert counts["refused"] > 0 and counts["read"] > 0
+
+
+def test_every_field_of_each_config_module_is_read_or_refused():
+  """The walk above on the first variant of each configs/ module."""
+  first = list({name: (name, arg) for name, arg in reversed(ALL)}.values())
+  counts = walk_fields(first)
+  print(f"fields walked over {len(first)} configs: {counts}")
+  assert counts["refused"] > 0 and counts["read"] > 0
+
+
+def test_neutral_values_are_the_common_defaults():
+  from ssljax import config_paths  # pylint: disable=import-outside-toplevel
+  c = common.get_config()
+  common.add_graph(c)
+  for path in config_paths.CONDITIONAL:
+    node = c
+    for part in path.split("."):
+      node = node[part]
+    if hasattr(node, "to_dict"):
+      node = node.to_dict()
+    assert config_paths.neutral_value(path) == (
+        tuple(node) if isinstance(node, list) else node), path
+  for name in (*config_paths.PER_VIEW_SWITCHES, *config_paths.RGB_ONLY):
+    assert config_paths.neutral_value(f"views.{name}") == c.views[name], name

@@ -5,7 +5,6 @@ import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from ssljax import data
@@ -155,121 +154,27 @@ def test_unknown_dataset_name(tmp_path):
     data.load_split("no_such_dataset_xyz", "train", data_dir=str(tmp_path))
 
 
-# ------------------------------------------------------------- augmentation
-
-
-@pytest.fixture(scope="module")
-def batch():
-  """float32 (8, 12, 10, 3) random images in [0, 1] (non-square on purpose)."""
-  return tf.constant(np.random.default_rng(0).random((8, 12, 10, 3)), tf.float32)
-
-
-KEY = tf.constant([3, 4], tf.int32)
-
-
-@pytest.mark.parametrize("crop", ["random_resized", "pad_and_crop", "none"])
-def test_augment_shape_range_and_determinism(batch, crop):
-  out = data.augment(batch, KEY, crop=crop, noise_std=0.1)
-  assert out.shape == batch.shape and out.dtype == tf.float32
-  assert 0 <= tf.reduce_min(out) and tf.reduce_max(out) <= 1
-  np.testing.assert_array_equal(out, data.augment(batch, KEY, crop=crop,
-                                                  noise_std=0.1))
-  other = data.augment(batch, tf.constant([3, 5]), crop=crop, noise_std=0.1)
-  assert not np.allclose(out, other)
-
-
-def test_augment_off_is_identity(batch):
-  out = data.augment(batch, KEY, crop="none", flip=False, noise_std=0.0)
-  np.testing.assert_array_equal(out, batch)
-
-
-def test_random_resized_crop_full_box_is_identity(batch):
-  # scale = ratio-compatible full area forces the box to the whole image.
-  out = data.augment(batch, KEY, crop="random_resized", crop_scale=(1.0, 1.0),
-                     crop_ratio=(10 / 12, 10 / 12), flip=False)
-  np.testing.assert_allclose(out, batch, atol=1e-5)
-
-
-def test_flip_gives_image_or_mirror(batch):
-  out = data.augment(batch, KEY, crop="none", flip=True).numpy()
-  x = batch.numpy()
-  same = [np.array_equal(o, i) for o, i in zip(out, x)]
-  mirrored = [np.array_equal(o, i[:, ::-1]) for o, i in zip(out, x)]
-  assert all(s or m for s, m in zip(same, mirrored))
-  assert any(same) and any(mirrored)  # 8 fair coins: fails w.p. 2^-7.
-
-
-def test_pad_and_crop_is_integer_shift_of_padded_image(batch):
-  pad = 3
-  out = data.augment(batch, KEY, crop="pad_and_crop", pad=pad, flip=False).numpy()
-  padded = np.pad(batch.numpy(), [(0, 0), (pad, pad), (pad, pad), (0, 0)])
-  h, w = batch.shape[1:3]
-  shifts = set()
-  for o, p in zip(out, padded):
-    matches = [(dy, dx) for dy in range(2 * pad + 1) for dx in range(2 * pad + 1)
-               if np.array_equal(o, p[dy:dy + h, dx:dx + w])]
-    assert matches, "output is not a shifted window of the padded image"
-    shifts.add(matches[0])
-  assert len(shifts) > 1  # offsets vary per image
-
-
-def test_brightness_scales_each_image_within_its_range(batch):
-  out = data.augment(batch, KEY, crop="none", flip=False, brightness=0.4,
-                     jitter_prob=1.0).numpy()
-  x = batch.numpy()
-  unclipped = out < 1.0  # clipping at 1 hides the factor
-  factors = [np.median(o[u] / i[u]) for o, i, u in zip(out, x, unclipped)]
-  for o, i, u, f in zip(out, x, unclipped, factors):
-    np.testing.assert_allclose(o[u], f * i[u], rtol=1e-5, atol=1e-6)
-  assert all(0.6 <= f <= 1.4 for f in factors) and np.ptp(factors) > 0
-
-
-def test_contrast_keeps_the_mean_when_nothing_clips(batch):
-  # Images in [0.4, 0.6]: a contrast factor <= 1.5 never leaves [0, 1].
-  x = 0.4 + 0.2 * batch
-  out = data.augment(x, KEY, crop="none", flip=False, contrast=0.5,
-                     jitter_prob=1.0).numpy()
-  np.testing.assert_allclose(out.mean(axis=(1, 2, 3)),
-                             x.numpy().mean(axis=(1, 2, 3)), atol=1e-6)
-  spread = out.std(axis=(1, 2, 3)) / x.numpy().std(axis=(1, 2, 3))
-  assert np.all((0.5 - 1e-5 <= spread) & (spread <= 1.5 + 1e-5))
-  assert np.ptp(spread) > 0
-
-
-def test_jitter_probability_zero_is_identity(batch):
-  out = data.augment(batch, KEY, crop="none", flip=False, brightness=0.5,
-                     contrast=0.5, jitter_prob=0.0)
-  np.testing.assert_array_equal(out, batch)
-
-
-def test_random_erase_zeroes_one_box_of_the_requested_area(batch):
-  x = 0.1 + 0.9 * batch  # no zero pixels before erasing
-  out = data.augment(x, KEY, crop="none", flip=False, erase_prob=1.0,
-                     erase_scale=(0.1, 0.3)).numpy()
-  h, w = batch.shape[1:3]
-  for o, i in zip(out, x.numpy()):
-    erased = np.all(o == 0, axis=-1)  # (H, W)
-    np.testing.assert_array_equal(o[~erased], i[~erased])  # rest untouched
-    rows, cols = np.nonzero(erased)
-    assert rows.size > 0
-    box = erased[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
-    assert box.all(), "erased pixels do not form one rectangle"
-    # Pixel-centre rounding moves each side by < 1 pixel.
-    assert 0.1 * h * w - (h + w) <= rows.size <= 0.3 * h * w + (h + w) + 1
-
-
-@pytest.mark.parametrize("kwargs", [
-    {"crop": "center"}, {"crop_scale": (0.0, 1.0)}, {"crop_scale": (0.5, 0.2)},
-    {"crop_ratio": (2.0, 1.0)}, {"pad": -1}, {"noise_std": -0.1},
-    {"brightness": 1.0}, {"contrast": -0.1}, {"jitter_prob": 1.5},
-    {"erase_prob": -0.5}, {"erase_scale": (0.0, 0.2)}])
-def test_augment_rejects_bad_arguments(batch, kwargs):
-  with pytest.raises(ValueError):
-    data.augment(batch, KEY, **kwargs)
-
-
 def test_steps_per_epoch():
   assert data.steps_per_epoch(60_000, 256) == 234
   assert data.steps_per_epoch(8, 8) == 1
   with pytest.raises(ValueError):
     data.steps_per_epoch(7, 8)
+
+
+def test_image_folder_splits_slice_the_sorted_files(tmp_path):
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  for i in range(10):
+    folder = tmp_path / "train" / f"c{i % 2}"
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.full((5, 5), i * 20, np.uint8)).save(folder / f"{i}.png")
+  whole = data.open_split("image_folder", "train", data_dir=str(tmp_path))
+  first = data.open_split("image_folder", "train[:4]", data_dir=str(tmp_path))
+  assert len(whole) == 10 and first.files == whole.files[:4]
+  np.testing.assert_array_equal(first.labels, whole.labels[:4])
+  middle = data.open_split("image_folder", "train[3:7]", data_dir=str(tmp_path))
+  assert middle.files == whole.files[3:7]
+  half = data.open_split("image_folder", "train[:50%]", data_dir=str(tmp_path))
+  assert half.files == whole.files[:5]
+  for split, match in (("train[::2]", "NAME"), ("train[20:]", "keeps no")):
+    with pytest.raises(data.DatasetUnavailableError, match=match):
+      data.open_split("image_folder", split, data_dir=str(tmp_path))

@@ -109,31 +109,40 @@ def _toy():
 
 def test_edge_batches_are_a_pure_function_of_seed_and_step():
   g, images = _toy()
-  kw = dict(batch_size=4, seed=7, augment_kwargs={"crop": "none"})
+  kw = dict(batch_size=4, seed=7)
   full = list(data.edge_batches(images, g, start_step=0, num_steps=5, **kw))
   resumed = list(data.edge_batches(images, g, start_step=3, num_steps=2, **kw))
   for a, b in zip(full[3:], resumed):
-    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a["edge_images"], b["edge_images"])
+    np.testing.assert_array_equal(a["indices"], b["indices"])
   again = list(data.edge_batches(images, g, start_step=0, num_steps=5, **kw))
-  np.testing.assert_array_equal(np.stack(full), np.stack(again))
-  assert not np.array_equal(full[0], full[1])
+  for a, b in zip(full, again):
+    np.testing.assert_array_equal(a["edge_images"], b["edge_images"])
+  assert not np.array_equal(full[0]["indices"], full[1]["indices"])
 
 
-def test_edge_batches_views_are_edge_endpoints_and_processes_split():
+def test_edge_batches_ship_edge_endpoints_and_processes_split():
   g, images = _toy()
+  labels = np.arange(6, dtype=np.int32) % 3
+  source = data.ArraySource(images, labels)
   idx = data.sample_edges(g, batch_size=4, seed=1, step=2)
-  (views, info), = data.edge_batches(images, g, batch_size=4, seed=1,
-                                     start_step=2, num_steps=1, augment=False,
-                                     with_info=True)
-  np.testing.assert_array_equal(views[0] * 255, images[g.rows[idx]])
-  np.testing.assert_array_equal(views[1] * 255, images[g.cols[idx]])
-  assert info.shape == (3, 2, 4) and info.dtype == np.float32
-  halves = [next(data.edge_batches(images, g, batch_size=4, seed=1,
-                                   start_step=2, num_steps=1, process_index=p,
-                                   process_count=2)) for p in range(2)]
-  whole = next(data.edge_batches(images, g, batch_size=4, seed=1, start_step=2,
-                                 num_steps=1))
-  np.testing.assert_allclose(np.concatenate(halves, axis=1), whole, atol=1e-6)
+  batch, = data.edge_batches(source, g, batch_size=4, seed=1, start_step=2,
+                             num_steps=1, with_info=True)
+  assert batch["edge_images"].dtype == np.uint8
+  np.testing.assert_array_equal(batch["edge_images"][0], images[g.rows[idx]])
+  np.testing.assert_array_equal(batch["edge_images"][1], images[g.cols[idx]])
+  np.testing.assert_array_equal(batch["labels"], labels[g.rows[idx]])
+  assert batch["edge_info"].shape == (3, 2, 4)
+  assert batch["edge_info"].dtype == np.float32
+  halves = [next(data.edge_batches(source, g, batch_size=4, seed=1,
+                                   start_step=2, num_steps=1, with_info=True,
+                                   process_index=p, process_count=2))
+            for p in range(2)]
+  for key, axis in (("edge_images", 1), ("edge_info", 2), ("labels", 0)):
+    np.testing.assert_array_equal(
+        np.concatenate([h[key] for h in halves], axis=axis), batch[key])
+  with pytest.raises(ValueError, match="graph 6 nodes"):
+    data.edge_batches(images[:5], g, batch_size=4, seed=1, num_steps=1)
 
 
 def test_weighted_sampling_frequencies_follow_weights():
@@ -232,9 +241,11 @@ def test_vic2_edge_estimate_trains_on_dataset_graphs(fmnist_data_dir, tmp_path,
                                                      kind):
   path = tmp_path / "edges.npy"
   np.save(path, np.stack([np.arange(511), np.arange(1, 512)], 1))
+  own = ({"graph.edge_list_path": str(path)} if kind == "edge_list"
+         else {"graph.supervised_per_node": 4})
   config = _smoke(fmnist_data_dir, **{
-      "graph.kind": kind, "graph.edge_list_path": str(path),
-      "graph.supervised_per_node": 4, "loss.form": "graph"})
+      "graph.kind": kind, "loss.form": "graph", "graph.knn_k": 16,
+      "graph.knn_pca_dim": 50, **own})  # the k-NN fields back at neutral
   config.method = "spectral_contrastive"
   for name in ("inv_weight", "var_weight", "cov_weight", "eps"):
     del config.loss[name]

@@ -48,14 +48,14 @@ OVERRIDES = (f"--config.num_steps={NUM_STEPS}", "--config.checkpoint_every_steps
              "--config.eval_inputs.baselines=False")
 # results.json fields that legitimately differ between runs.
 UNSTABLE_KEYS = ("train_seconds", "wall_seconds", "seconds",
-                 "resumed_from_step")
+                 "resumed_from_step", "graph_seconds")
 
 
 # ----------------------------------------------------------------- helpers --
-def _main_cmd(workdir, data_dir, *extra):
+def _main_cmd(workdir, data_dir, *extra, config="vicreg"):
   """Command line of the main job on the stretched smoke config."""
   return [sys.executable, "-m", "ssljax.main", "--config",
-          os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
+          os.path.join(REPO, "configs", f"{config}.py") + ":smoke",
           f"--config.dataset.data_dir={data_dir}", f"--workdir={workdir}",
           *OVERRIDES, *extra]
 
@@ -161,6 +161,33 @@ def reference(fmnist_data_dir, xla_cache, tmp_path_factory):
 
 
 # ------------------------------------------------------------ kill -9 ------
+@pytest.mark.slow
+def test_sigkill_on_the_knn_graph_config_then_rerun_equals_uninterrupted_run(
+    fmnist_data_dir, xla_cache, tmp_path):
+  """The same on configs/vicreg_knn_graph.py: edge batches of the whole-
+  dataset graph, views made on the devices from (seed, step)."""
+  reference = tmp_path / "reference"
+  cmd = lambda w: _main_cmd(w, fmnist_data_dir, config="vicreg_knn_graph")
+  _run(cmd(reference), _env(xla_cache), tmp_path / "reference.txt")
+  workdir = tmp_path / "run"
+  _run_and_kill(cmd(workdir), _env(xla_cache), tmp_path / "killed.txt",
+                (workdir / "checkpoints" / "3").is_dir)
+  assert not (workdir / "results.json").exists()
+  output = _run(cmd(workdir), _env(xla_cache), tmp_path / "rerun.txt")
+  resumed = json.loads((workdir / "results.json").read_text())[
+      "resumed_from_step"]
+  assert 3 <= resumed < NUM_STEPS and f"from step {resumed}" in output
+  assert _results(workdir) == _results(reference)
+  # Every metric but the memory (the graph build's peak varies by process).
+  drop_rss = lambda rows: [{k: v for k, v in r.items()
+                            if k != "host_peak_rss_mib"} for r in rows]
+  assert drop_rss(_metrics(workdir)) == drop_rss(_metrics(reference))
+  state, expected = _final_state(workdir), _final_state(reference)
+  assert state.keys() == expected.keys()
+  for name, value in state.items():
+    np.testing.assert_array_equal(value, expected[name], err_msg=name)
+
+
 @pytest.mark.slow
 def test_sigkill_mid_training_then_rerun_equals_uninterrupted_run(
     fmnist_data_dir, xla_cache, reference, tmp_path):

@@ -12,7 +12,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import data, methods, train
+from ssljax import data, methods, report, train
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 from configs import vicreg as vicreg_config  # noqa: E402
@@ -105,6 +105,29 @@ def test_every_default_evaluator_runs_at_its_steps(fmnist_data_dir, tmp_path):
   assert len(at3) == 1 and "lidar/lidar" in at3[0] and "loss" not in at3[0]
   assert "probe/test_accuracy" not in at3[0]
   assert os.path.getsize(tmp_path / "report.png") > 10_000
+  # The report's layout: one panel per kind, no text past the canvas.
+  fig, titles = report.draw_report(str(tmp_path))
+  assert titles == ["loss terms", "learning rate", "accuracies",
+                    "accuracies during training", "label-free metrics",
+                    "final values", "spectrum"]
+  assert len([ax for ax in fig.axes if ax.get_title()]) == len(titles)
+  assert report_text_outside(fig) == []
+
+
+def report_text_outside(fig) -> list[str]:
+  """What of a drawn figure reaches past its canvas: each panel's tight
+  box (its title, labels, tick labels, legend, table, as drawn) and the
+  figure's own texts (the title)."""
+  fig.canvas.draw()
+  renderer = fig.canvas.get_renderer()
+  width, height = fig.canvas.get_width_height()
+  boxes = [(ax.get_title() or "a panel", ax.get_tightbbox(renderer))
+           for ax in fig.axes]
+  boxes += [(t.get_text(), t.get_window_extent(renderer)) for t in fig.texts
+            if t.get_visible() and t.get_text().strip()]
+  return [name for name, box in boxes
+          if box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1
+          or box.y1 > height + 1]
 
 
 def test_checkpoint_restores_the_saved_state_exactly(fmnist_data_dir, tmp_path):

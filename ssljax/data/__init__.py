@@ -8,8 +8,6 @@ batches keyed by (seed, step); the views (`ssljax.data.views`,
 devices.
 """
 
-from ssljax.data.augment import augment
-from ssljax.data.augment import augment_options
 from ssljax.data.batches import epoch_permutation
 from ssljax.data.batches import eval_batches
 from ssljax.data.batches import step_indices
@@ -25,6 +23,7 @@ from ssljax.data.sources import DatasetUnavailableError
 from ssljax.data.sources import ImageFolderSource
 from ssljax.data.sources import TfdsSource
 from ssljax.data.splits import IN_MEMORY_MODES
+from ssljax.data.splits import folder_split
 from ssljax.data.splits import load_split
 from ssljax.data.splits import open_split
 from ssljax.data.splits import steps_per_epoch
@@ -41,14 +40,13 @@ __all__ = [
     "ImageFolderSource",
     "TfdsSource",
     "ViewSpec",
-    "augment",
-    "augment_options",
     "device_views",
     "edge_batches",
     "edge_tables",
     "epoch_permutation",
     "eval_batches",
     "find_fashion_mnist_files",
+    "folder_split",
     "load_split",
     "open_split",
     "sample_edges",

@@ -1,15 +1,19 @@
 """Edge minibatches of a whole-dataset graph: B edges (i, j) per step.
 
 ``edge_batches`` is the large-graph counterpart of ``train_batches``: instead
-of B samples with V views each, step s draws B entries (i_b, j_b) of an
+of B samples, step s draws B entries (i_b, j_b) of an
 `ssljax.graphs.EdgeGraph` i.i.d. (uniformly over the E stored entries, or
-∝ their weight G_ij) and yields view 0 = augment(x_i), view 1 = augment(x_j).
-The other rows of the batch are the negatives. Memory is O(E + N) (the edge
-arrays and the images), never (N, N).
+∝ their weight G_ij) and ships the raw endpoint images, uint8 (2, B, H, W,
+C): row b of [0] is x_i, row b of [1] is x_j. The views are made on the
+devices by the same engine and keys as every other path
+(`ssljax.data.device_views`): view 0 is cut from the first endpoints, view 1
+from the second, with the ``config.views`` fields of the run. The other
+rows of the batch are the negatives. Memory is O(E) for the edge arrays;
+the images are read per step from a random-access source, never (N, N).
 
 Everything is stateless and keyed by (seed, step), like ``train_batches``: the
 batch at step s is a pure function of (seed, s), so a resumed run sees the
-same edges and augmentations as an uninterrupted one.
+same edges (and, on the devices, the same views) as an uninterrupted one.
 
 References: Cabannes et al. 2023, "Active Self-Supervised Learning: A Few
 Low-Cost Relationships Are All You Need", arXiv 2303.15256, Algorithm 1
@@ -20,15 +24,16 @@ d_j‖z_j‖²)/N] = ‖ZZᵀ − G‖² − ‖G‖² from these batches.
 
 from collections.abc import Iterator
 
+import grain
 import numpy as np
-import tensorflow as tf
 
-from ssljax.data.augment import VIEW_STREAM, augment_options, augment_rows
+from ssljax.data.sources import ArraySource
 
 __all__ = ["SAMPLINGS", "edge_tables", "sample_edges", "edge_batches"]
 
 SAMPLINGS = ("weighted", "uniform")
-# Distinct from the pipeline's view stream, so edge draws never reuse its keys.
+# Distinct from the shuffle's (seed, epoch) streams, so edge draws never
+# reuse their keys.
 _EDGE_STREAM = 0xED6E
 
 
@@ -73,13 +78,10 @@ def edge_tables(graph, sampling: str = "weighted") -> dict[str, np.ndarray]:
           "n_support": np.asarray(n_s)}
 
 
-def _draw(cdf, batch_size, seed, step):
+def _draw(cdf: np.ndarray, batch_size: int, seed: int, step: int):
   """(B,) int64 entry indices of step ``step``: a pure function of (seed, step)."""
-  base = tf.random.experimental.stateless_fold_in(
-      tf.constant([seed, _EDGE_STREAM], tf.int64), step)
-  u = tf.random.stateless_uniform([batch_size], seed=base, dtype=tf.float64)
-  idx = tf.searchsorted(cdf, u, side="right", out_type=tf.int64)
-  return tf.minimum(idx, tf.shape(cdf, out_type=tf.int64)[0] - 1)
+  u = np.random.default_rng([seed, _EDGE_STREAM, step]).random(batch_size)
+  return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
 
 
 def sample_edges(graph, *, batch_size: int, seed: int, step: int,
@@ -89,90 +91,85 @@ def sample_edges(graph, *, batch_size: int, seed: int, step: int,
   Raises:
     ValueError: as ``edge_tables``.
   """
-  cdf = tf.constant(edge_tables(graph, sampling)["cdf"])
-  return _draw(cdf, batch_size, seed, tf.constant(step, tf.int64)).numpy()
+  return _draw(edge_tables(graph, sampling)["cdf"], batch_size, seed, step)
 
 
-def edge_batches(images: np.ndarray, graph, *, batch_size: int, seed: int,
+def edge_batches(source, graph, *, batch_size: int, seed: int,
                  start_step: int = 0, num_steps: int,
-                 sampling: str = "weighted", augment: bool = True,
-                 augment_kwargs: dict | None = None, with_info: bool = False,
+                 sampling: str = "weighted", with_info: bool = False,
                  process_index: int = 0, process_count: int = 1,
-                 prefetch: int = 2) -> Iterator:
-  """Yields two views per drawn edge for steps [start_step, start_step + num_steps).
+                 threads: int = 4, prefetch: int = 4) -> Iterator[dict]:
+  """Yields the endpoint images of the edges drawn at steps
+  [start_step, start_step + num_steps).
 
   Step s draws B entries i.i.d. with the stateless key (seed, s); process p
-  of P keeps entries [p·B/P, (p+1)·B/P) and augments them with the draws a
-  single process would use. View v uses key (seed, s, v) of the same stream
-  as the grey-level views of ``ssljax.data.augment``.
+  of P keeps entries [p·B/P, (p+1)·B/P), the ones a single process would
+  give those rows. The views are made from the images on the devices
+  (`ssljax.data.device_views`), keyed by (seed, s) as on every path.
 
   Args:
-    images: uint8 (N, H, W, C), N = graph.n.
-    graph: `ssljax.graphs.EdgeGraph` over the rows of ``images``.
+    source: a random-access source of fixed-shape images (an
+      `ssljax.data.ArraySource`, a tfds split...) with N = graph.n rows, or
+      a uint8 (N, H, W, C) array.
+    graph: `ssljax.graphs.EdgeGraph` over the rows of ``source``.
     batch_size: global number of edges B >= 2, divisible by process_count.
-    seed: int seed of the edge draws and the augmentation.
+    seed: int seed of the edge draws.
     start_step, num_steps: the steps to yield (>= 0).
     sampling: "weighted" (∝ G_ij) or "uniform" over stored entries.
-    augment: augment both endpoints (else the raw images are the views).
-    augment_kwargs: keyword arguments of ``ssljax.data.augment``.
-    with_info: also yield the (3, 2, B/P) float32 loss weights of the rows:
-      [0] d/N_s, [1] 1/(N_s q), [2] G_e/(N_s² p_e) (same for both views).
+    with_info: also yield "edge_info", the (3, 2, B/P) float32 loss weights
+      of the rows: [0] d/N_s, [1] 1/(N_s q), [2] G_e/(N_s² p_e) (same for
+      both views).
     process_index, process_count: this process p of P.
-    prefetch: batches prepared ahead by tf.data.
+    threads, prefetch: grain threads and steps prepared ahead.
 
   Returns:
-    Iterator of float32 (2, B/P, H, W, C) arrays in [0, 1] (row b of view 0 and
-      of view 1 are the endpoints of edge b), or (views, info) pairs.
+    Iterator of dicts: "edge_images" uint8 (2, B/P, H, W, C) (row b of [0]
+    and of [1] are the endpoints of edge b), "labels" int32 (B/P,) the
+    source's labels of the first endpoints (−1: unknown; for the online
+    probe, which sees view 0), "indices" int64 (2, B/P) the endpoint rows
+    (not for the devices), and "edge_info" with ``with_info``.
 
   Raises:
-    ValueError: images not uint8 (N, H, W, C) with N = graph.n, bad batch
-      size, steps or process arguments, unknown sampling or augment key.
+    ValueError: a source of N != graph.n rows or of images of several
+      shapes, bad batch size, steps or process arguments, unknown sampling.
   """
-  _check_args(images, graph, batch_size, start_step, num_steps,
+  if isinstance(source, np.ndarray):
+    source = ArraySource(source)
+  _check_args(source, graph, batch_size, start_step, num_steps,
               process_index, process_count)
   tables = edge_tables(graph, sampling)
-  cdf = tf.constant(tables["cdf"])
-  rows, cols = tf.constant(graph.rows), tf.constant(graph.cols)
-  pos, degree, inv_q = (tf.constant(tables[k], tf.float32)
-                        for k in ("pos", "degree", "inv_q"))
-  data = tf.constant(images)
-  aug = augment_options(augment_kwargs or {})
+  info_tables = {k: tables[k].astype(np.float32)
+                 for k in ("pos", "degree", "inv_q")}
   local = batch_size // process_count
   first = process_index * local
 
-  def make_batch(step):
-    idx = _draw(cdf, batch_size, seed, step)[first:first + local]
-    ends = (tf.gather(rows, idx), tf.gather(cols, idx))
-    base = tf.random.experimental.stateless_fold_in(
-        tf.constant([seed, VIEW_STREAM], tf.int64), step)
-    keys = tf.random.experimental.stateless_split(base, 2)
-    views = []
-    for v, end in enumerate(ends):
-      x = tf.cast(tf.gather(data, end), tf.float32) / 255
-      views.append(augment_rows(x, keys[v], first, batch_size, **aug)
-                   if augment else x)
-    views = tf.stack(views)
-    if not with_info:
-      return views
-    info = tf.stack([tf.stack([tf.gather(degree, e) for e in ends]),
-                     tf.stack([tf.gather(inv_q, e) for e in ends]),
-                     tf.stack([tf.gather(pos, idx)] * 2)])
-    return views, info
+  def make_batch(step: int) -> dict:
+    idx = _draw(tables["cdf"], batch_size, seed, step)[first:first + local]
+    ends = np.stack([graph.rows[idx], graph.cols[idx]]).astype(np.int64)
+    (images_0, labels), (images_1, _) = (source.read(e) for e in ends)
+    out = {"edge_images": np.stack([images_0, images_1]),
+           "labels": np.asarray(labels, np.int32), "indices": ends}
+    if with_info:
+      out["edge_info"] = np.stack([
+          info_tables["degree"][ends], info_tables["inv_q"][ends],
+          np.stack([info_tables["pos"][idx]] * 2)])
+    return out
 
-  dataset = tf.data.Dataset.range(start_step, start_step + num_steps)
-  dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE,
-                        deterministic=True)
-  return dataset.prefetch(prefetch).as_numpy_iterator()
+  dataset = grain.MapDataset.range(start_step, start_step + num_steps)
+  dataset = dataset.map(make_batch).to_iter_dataset(
+      grain.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch))
+  return iter(dataset)
 
 
-def _check_args(images, graph, batch_size, start_step, num_steps,
+def _check_args(source, graph, batch_size, start_step, num_steps,
                 process_index, process_count):
   """Raises ValueError naming the first invalid ``edge_batches`` argument."""
-  if not (isinstance(images, np.ndarray) and images.dtype == np.uint8
-          and images.ndim == 4 and images.shape[0] == graph.n):
-    raise ValueError(f"images must be uint8 (N, H, W, C) with N = graph.n = "
-                     f"{graph.n}, got {getattr(images, 'dtype', None)} "
-                     f"{getattr(images, 'shape', None)}")
+  if len(source) != graph.n:
+    raise ValueError(f"the source has {len(source)} images, the graph "
+                     f"{graph.n} nodes; they must be equal")
+  if getattr(source, "image_shape", None) is None:
+    raise ValueError("edge batches need images of one shape (the views are "
+                     "cropped on the devices)")
   raise_first_invalid([
       ("batch_size", batch_size, batch_size >= 2, ">= 2"),
       *step_checks(batch_size, start_step, num_steps, process_index,

@@ -140,14 +140,18 @@ class ImageFolderSource:
   Args:
     root: directory path.
     channels: 1 or 3.
+    rows: a slice of the sorted files to keep (e.g. ``slice(0, 512)``: the
+      first 512) or a function of the file count that returns one, None:
+      all; class labels are those of the whole folder.
 
   Raises:
     ssljax.data.DatasetUnavailableError: root is missing, holds no image, or
-      has images both in class folders and at the top level.
+      has images both in class folders and at the top level, or ``rows``
+      selects none.
     ValueError: channels not 1 or 3.
   """
 
-  def __init__(self, root, channels: int = 3):
+  def __init__(self, root, channels: int = 3, rows=None):
     if channels not in (1, 3):
       raise ValueError(f"channels must be 1 or 3, got {channels}")
     root = pathlib.Path(root)
@@ -177,6 +181,12 @@ class ImageFolderSource:
       raise DatasetUnavailableError(
           f"image folder {str(root)!r} mixes images in class folders with "
           "images at its top level; put every image in a class folder or none")
+    if rows is not None:
+      rows = rows(len(files)) if callable(rows) else rows
+      files, labels = files[rows], labels[rows]
+      if not files:
+        raise DatasetUnavailableError(
+            f"image folder {str(root)!r}: the slice {rows} keeps no image")
     self.root, self.files, self.labels = root, files, labels
     del tops
     self.classes = classes

@@ -7,6 +7,7 @@ drop-remainder epoch length every loader uses.
 """
 
 import os
+import re
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -80,6 +81,9 @@ def open_split(name: str, split: str, *, data_dir: str | None = None,
       "yes" for images of one fixed shape totalling at most
       IN_MEMORY_LIMIT_BYTES (2 GiB) decoded, else "no".
     channels: image-folder images are converted to 1 or 3 channels.
+      An image folder's split may be sliced as a tfds split: "train[:512]"
+      is the first 512 files of DIR/train in sorted order
+      (`folder_split`).
 
   Returns:
     an `ArraySource`, `TfdsSource` or `ImageFolderSource`.
@@ -97,7 +101,9 @@ def open_split(name: str, split: str, *, data_dir: str | None = None,
       raise DatasetUnavailableError(
           "dataset 'image_folder' needs dataset.data_dir=DIR with the images "
           "in DIR/train/<class>/*.jpg (class folders optional)")
-    return sources.ImageFolderSource(os.path.join(data_dir, split), channels)
+    folder, rows = folder_split(split)
+    return sources.ImageFolderSource(os.path.join(data_dir, folder), channels,
+                                     rows)
   builder = _builder(name, data_dir)
   if not builder.is_prepared():
     _prepare(builder, download)
@@ -115,6 +121,41 @@ def open_split(name: str, split: str, *, data_dir: str | None = None,
                           None)
     return sources.ArraySource(images, labels, num_classes)
   return sources.TfdsSource(builder, split, image_key, label_key)
+
+
+_FOLDER_SPLIT = re.compile(r"^([^\[\]]+)(?:\[(-?\d*)(%?):(-?\d*)(%?)\])?$")
+
+
+def folder_split(split: str):
+  """(sub-folder, rows) of an image folder's split in tfds slice syntax.
+
+  "train" -> ("train", None); "train[:512]" -> ("train", slice(None, 512)),
+  the first 512 files in sorted order; "train[100:200]"; "train[:10%]" ->
+  a function of the file count N giving slice(None, round(0.1·N)). Stable:
+  the files are sorted.
+
+  Returns:
+    (str, None | slice | function int -> slice), the ``rows`` of
+    `ssljax.data.ImageFolderSource`.
+
+  Raises:
+    DatasetUnavailableError: a split that is not NAME or NAME[a:b] with
+      integers or percentages (e.g. "train+test" or "train[::2]").
+  """
+  match = _FOLDER_SPLIT.match(split)
+  if not match:
+    raise DatasetUnavailableError(
+        f"image folder split {split!r}: expected a sub-folder name, "
+        "optionally sliced as NAME[a:b] or NAME[:N%]")
+  folder, start, start_pct, stop, stop_pct = match.groups()
+  if start is None:
+    return folder, None
+  bound = lambda v, pct, n: (None if not v else
+                             round(int(v) * n / 100) if pct else int(v))
+  if start_pct or stop_pct:
+    return folder, lambda n: slice(bound(start, start_pct, n),
+                                   bound(stop, stop_pct, n))
+  return folder, slice(bound(start, "", 0), bound(stop, "", 0))
 
 
 def _builder(name: str, data_dir):

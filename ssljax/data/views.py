@@ -6,10 +6,13 @@ views the probability and strength of every op of `ssljax.data.view_ops`
 (flip, colour jitter, grayscale, blur, solarisation, erasing, noise), so the
 asymmetric recipes of BYOL, VICReg or Barlow Twins are configs, not code.
 
-`device_views` runs inside the jitted train step. It receives what the host
-shipped (`ssljax.data.batches.train_batches`): either the uint8 images of
-the batch, cropped here once per view, or the host's uint8 crops; then it
-applies each view's ops. Every draw is keyed by ``key`` (derived from
+`device_views` runs inside the jitted train step, on every path. It
+receives what the host shipped: the uint8 images of the batch
+(`ssljax.data.batches.train_batches`), cropped here once per view; the
+uint8 endpoint images of an edge batch of a whole-dataset graph
+(`ssljax.data.edges.edge_batches`), view v cropped from endpoint v; or the
+host's uint8 crops of images of several sizes. Then it applies each view's
+ops. Every draw is keyed by ``key`` (derived from
 (seed, step)) with the batch as the leading axis, so the views at step s
 are the same on 1 or 8 devices, in 1 or 2 processes, and after a resume.
 
@@ -140,24 +143,39 @@ def device_views(batch: dict, key, spec: ViewSpec) -> list:
   """The V augmented views of a batch, on the devices (jit-able).
 
   Args:
-    batch: dict with either "images", uint8 (B, H, W, C) of one shape,
-      cropped here, or "views", a tuple of uint8 arrays (V_g, B, S_g, S_g, C)
-      of host crops (one array per crop size, global first); or
-      "ready_views", float32 (V, B, H, W, C) views already augmented (edge
-      batches of a dataset graph), returned unchanged.
+    batch: dict with one of
+      "images": uint8 (B, H, W, C) of one shape, every view cropped here
+        from the same rows;
+      "edge_images": uint8 (2, B, H, W, C), the endpoints of B edges of a
+        whole-dataset graph (`ssljax.data.edge_batches`): view v is cropped
+        here from [v], with the keys view v of "images" would use (V = 2);
+      "views": a tuple of uint8 arrays (V_g, B, S_g, S_g, C) of host crops
+        (one array per crop size, global first);
+      "ready_views": float (V, B, H, W, C) views made elsewhere, returned
+        unchanged (tests and benchmarks that feed fixed views; no config
+        path ships them).
     key: a ``jax.random`` key of this step.
     spec: the run's `ViewSpec`.
 
   Returns:
     list of V float32 arrays (B, S_v, S_v, C) in [0, 1].
+
+  Raises:
+    ValueError: "edge_images" with a spec of V != 2 views.
   """
   if "ready_views" in batch:
     return list(batch["ready_views"])
-  if "images" in batch:
-    images = batch["images"]
-    sizes = spec.sizes(images.shape[1:])
+  if "images" in batch or "edge_images" in batch:
+    if "images" in batch:
+      sources = [batch["images"]] * spec.num_views
+    else:
+      if spec.num_views != 2:
+        raise ValueError(f"edge batches have 2 views (the endpoints), the "
+                         f"spec {spec.num_views}")
+      sources = list(batch["edge_images"])
+    sizes = spec.sizes(sources[0].shape[1:])
     cropped = []
-    for v, size in enumerate(sizes):
+    for v, (images, size) in enumerate(zip(sources, sizes)):
       mode = spec.crop if v < spec.num_global else "random_resized"
       cropped.append(crops.device_crop(
           images, jax.random.fold_in(key, 2 * v), size=size, crop=mode,

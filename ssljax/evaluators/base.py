@@ -81,6 +81,10 @@ class Evaluator:
   # A baseline (raw pixels, random init): skipped when the run's
   # ``config.eval_inputs.baselines`` is False.
   baseline = False
+  # Whether its metrics are scores against labels (accuracies); False: a
+  # label-free metric of the representation (the run report draws the two
+  # kinds in separate panels, `ssljax.report`).
+  uses_labels = False
 
   def __init__(self, name: str, ctx: EvalContext, *,
                every_steps: int | None = None):

@@ -185,6 +185,8 @@ def _is_int(v) -> bool:
 class Evaluator(base.Evaluator):
   """Mean and std of few-shot test accuracy, per shot count."""
 
+  uses_labels = True
+
   def __init__(self, name, ctx, *, every_steps=None, shots=(1, 5, 10, 25),
                draws: int = 5, l2_grid=DEFAULT_FEWSHOT_L2_GRID,
                val_per_class: int = 5, seed: int = 0):

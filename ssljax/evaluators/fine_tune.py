@@ -67,6 +67,8 @@ class Evaluator(base.Evaluator):
     seed: seeds the subsets, the batches and the flips (>= 0).
   """
 
+  uses_labels = True
+
   def __init__(self, name, ctx, *, every_steps=None, fractions=(0.01, 0.1),
                steps=1000, batch_size=256, learning_rate=0.05,
                optimizer="sgd", weight_decay=0.0, flip=True,

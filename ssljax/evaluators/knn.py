@@ -27,6 +27,8 @@ class Evaluator(base.Evaluator):
     temperature: τ > 0 of the vote weights.
   """
 
+  uses_labels = True
+
   def __init__(self, name, ctx, *, every_steps=None, k=20, temperature=0.07):
     super().__init__(name, ctx, every_steps=every_steps)
     check_option(name, "k", k, isinstance(k, numbers.Integral)

@@ -33,6 +33,8 @@ class Evaluator(base.Evaluator):
     seed: seed of the train/validation split (None: ``ctx.config.seed``).
   """
 
+  uses_labels = True
+
   def __init__(self, name, ctx, *, every_steps=None,
                l2_grid=(1e-6, 1e-5, 1e-4, 1e-3), val_fraction=0.1,
                max_iter=100, search_rows=20000, seed=None):

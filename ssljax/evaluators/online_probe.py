@@ -69,6 +69,8 @@ class Evaluator(base.Evaluator):
     weight_decay: its decoupled weight decay (>= 0; 0).
   """
 
+  uses_labels = True
+
   def __init__(self, name, ctx, *, every_steps=None, learning_rate=1e-2,
                weight_decay=0.0):
     super().__init__(name, ctx, every_steps=every_steps)

@@ -29,7 +29,8 @@ __all__ = ["GRAPH_KINDS", "DATASET_GRAPH_KINDS", "JointEmbeddingMethod",
 GRAPH_KINDS = ("views", "supervised", "mixed")
 # Graphs over the whole train set, trained on sampled edges
 # (ssljax.graphs.edges, ssljax.data.edge_batches): the two views of a batch
-# row are the endpoints of one edge. Form "two_view" uses the method's
+# row are cut from the endpoints of one edge, on the devices, by the views
+# engine of every path. Form "two_view" uses the method's
 # original loss on the edge pairs; form "graph" is the unbiased edge
 # estimate of VIC² (losses.edge_vic2_terms), spectral_contrastive only.
 DATASET_GRAPH_KINDS = ("dataset_knn", "dataset_supervised", "edge_list")
@@ -45,7 +46,6 @@ GRAPH_FIELDS = {
     "graph.supervised_per_node": rules.integer(1),
     "graph.edge_list_path": rules.anything,
     "graph.edge_sampling": rules.one_of("weighted", "uniform"),
-    "graph.augment_edges": rules.boolean,
 }
 
 
@@ -154,7 +154,14 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
     num_views = config.views.num_global + config.views.num_local
     why = _form_problem(cls.name, tuple(cls.FORMS), config.loss.form,
                         num_views, config.graph.kind)
-    return [f"config.loss.form/views/graph.kind: {why}"] if why else []
+    if why:
+      return [f"config.loss.form/views/graph.kind: {why}"]
+    if (config.graph.kind in DATASET_GRAPH_KINDS
+        and config.dataset.in_memory == "no"):
+      return [f"config.dataset.in_memory='no': graph.kind "
+              f"{config.graph.kind!r} builds its graph from the train split "
+              "held in memory; use 'auto' or 'yes'"]
+    return []
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule
@@ -195,6 +202,10 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
 
 def _form_problem(name, forms, form, num_views, graph_kind):
   """Why a (form, V, graph kind) does not fit a method, or None."""
+  if graph_kind in DATASET_GRAPH_KINDS and num_views != 2:
+    return (f"graph kind {graph_kind!r} samples edges, whose two endpoints"
+            f" are the views: needs 2 views (views.num_global + "
+            f"views.num_local), got {num_views}")
   if form == "two_view" and num_views != 2:
     return (f"loss form 'two_view' needs 2 views (views.num_global + "
             f"views.num_local), got {num_views}; use form "
