@@ -73,3 +73,11 @@ __all__ += ["dino", "dino_terms", "dino_center_update",
             "dino_teacher_temperature", "dino_crops_graph", "dino_graph"]
 __all__ += ["nearest_neighbour", "nnclr", "nnclr_two_view",
             "support_knn_graph", "nnclr_graph"]
+
+from ssljax.losses.ijepa import ijepa  # noqa: E402
+from ssljax.losses.ijepa import target_layer_norm  # noqa: E402
+from ssljax.losses.mae import mae  # noqa: E402
+from ssljax.losses.mae import normalize_patches  # noqa: E402
+
+__all__ += ["ijepa", "target_layer_norm",  # predictive: I-JEPA, MAE
+            "mae", "normalize_patches"]

@@ -32,7 +32,8 @@ __all__ = ["BatchSpec", "LossAux", "Method", "available", "get", "build",
            "DATASET_GRAPH_KINDS", "batch_graph"]
 
 # Modules of this package that are not methods.
-_NOT_METHODS = ("base", "joint_embedding", "ema_teacher", "student")
+_NOT_METHODS = ("base", "joint_embedding", "ema_teacher", "student",
+                "masked_vit")
 
 
 def available() -> list[str]:
