@@ -155,15 +155,15 @@ def test_an_old_field_name_names_the_new_one(old, new):
 
 def test_registry_lists_every_method_module():
   assert methods.available() == sorted([
-      "barlow_twins", "byol", "dino", "frossl", "mocov3", "nnclr", "simclr",
-      "simsiam", "spectral_contrastive", "vicreg", "wmse"])
+      "barlow_twins", "byol", "dino", "frossl", "ijepa", "mae", "mocov3",
+      "nnclr", "simclr", "simsiam", "spectral_contrastive", "vicreg", "wmse"])
   with pytest.raises(ValueError, match="unknown method 'swav'"):
     methods.get("swav")
 
 
 @pytest.mark.parametrize("name", sorted([
-    "barlow_twins", "byol", "dino", "frossl", "mocov3", "nnclr", "simclr",
-    "simsiam", "spectral_contrastive", "vicreg", "wmse"]))
+    "barlow_twins", "byol", "dino", "frossl", "ijepa", "mae", "mocov3",
+    "nnclr", "simclr", "simsiam", "spectral_contrastive", "vicreg", "wmse"]))
 def test_protocol(name):
   """init -> loss (finite, differentiable) -> after_update -> representation,
   with the shapes the protocol promises."""
