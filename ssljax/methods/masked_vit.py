@@ -57,6 +57,7 @@ def token_representation(encoder, tokens):
   if encoder.representation == "cls":
     return tokens[:, 0]
   if encoder.representation == "avg_tokens":
-    return jnp.mean(tokens[:, n_prefix:].astype(jnp.float32), axis=1
+    wide = models.vit.wide_dtype(tokens.dtype)
+    return jnp.mean(tokens[:, n_prefix:].astype(wide), axis=1
                     ).astype(tokens.dtype)
   return None

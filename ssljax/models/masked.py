@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ssljax.models.vit import Block, sincos_pos_embed_2d
+from ssljax.models.vit import Block, sincos_pos_embed_2d, wide_dtype
 
 __all__ = ["patchify", "unpatchify", "JEPAPredictor", "MAEDecoder"]
 
@@ -104,7 +104,7 @@ def _blocks(x, depth, num_heads, mlp_ratio, dtype, key_mask=None):
   hidden = int(x.shape[-1] * mlp_ratio)
   for i in range(depth):
     x = Block(num_heads, hidden, dtype, name=f"block_{i}")(x, key_mask)
-  norm = nn.LayerNorm(epsilon=1e-6, dtype=jnp.float32, name="norm")
+  norm = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(dtype), name="norm")
   return norm(x).astype(dtype)
 
 

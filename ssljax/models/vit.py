@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16", "Block",
-           "interpolate_pos_embed", "sincos_pos_embed_2d", "REPRESENTATIONS"]
+           "interpolate_pos_embed", "sincos_pos_embed_2d", "REPRESENTATIONS",
+           "wide_dtype"]
 
 # What ``VisionTransformer`` returns as the representation (the module
 # docstring says which paper uses which).
@@ -118,9 +119,15 @@ def sincos_pos_embed_2d(dim: int, grid: tuple[int, int]) -> jax.Array:
   return jnp.concatenate([one_axis(cols), one_axis(rows)], axis=1)
 
 
+def wide_dtype(dtype):
+  """The dtype of LayerNorms and softmax logits: float32, or float64 when
+  the computation dtype is float64 (exactness tests)."""
+  return jnp.promote_types(dtype, jnp.float32)
+
+
 def _layer_norm(name: str, x, dtype):
   """LayerNorm (eps 1e-6) computed in float32, output cast to ``dtype``."""
-  y = nn.LayerNorm(epsilon=1e-6, dtype=jnp.float32, name=name)(x)
+  y = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(dtype), name=name)(x)
   return y.astype(dtype)
 
 
@@ -143,7 +150,7 @@ class _Attention(nn.Module):
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, N, heads, hd)
     q = q * jnp.asarray(head_dim ** -0.5, self.dtype)
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k,
-                        preferred_element_type=jnp.float32)
+                        preferred_element_type=wide_dtype(self.dtype))
     if key_mask is not None:
       logits = jnp.where(key_mask[:, None, None, :], logits, -1e30)
     weights = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
@@ -315,7 +322,8 @@ class VisionTransformer(nn.Module):
       before_last = x
       x = Block(self.num_heads, hidden, self.dtype, name=f"block_{i}")(
           x, key_mask)
-    norm = nn.LayerNorm(epsilon=1e-6, dtype=jnp.float32, name="norm")
+    norm = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(self.dtype),
+                        name="norm")
     if self.representation == "cls_last2" and output == "representation":
       return jnp.concatenate([norm(before_last[:, 0]), norm(x[:, 0])],
                              axis=-1).astype(self.dtype)
@@ -326,7 +334,7 @@ class VisionTransformer(nn.Module):
     tokens = norm(x[:, n_prefix:])
     if keep_valid is None:
       return jnp.mean(tokens, axis=1).astype(self.dtype)
-    w = keep_valid.astype(jnp.float32)[..., None]
+    w = keep_valid.astype(wide_dtype(self.dtype))[..., None]
     return (jnp.sum(tokens * w, 1) / jnp.sum(w, 1)).astype(self.dtype)
 
 
