@@ -11,7 +11,8 @@ run; ``config_problems(config)`` runs its config checks.
 Methods: joint-embedding losses of the embeddings and a graph (vicreg,
 simclr, barlow_twins, spectral_contrastive, frossl, wmse;
 `ssljax.methods.joint_embedding`), and the teacher–student / predictor
-methods (byol, simsiam, mocov3, dino, nnclr).
+methods (byol, simsiam, mocov3, dino, nnclr), and the masked-token ViT
+methods (ijepa, mae; `ssljax.methods.masked_vit`).
 
 Adding a method = one module here + its config + its tests + one docs
 entry (docs/guide/new_method.md).
