@@ -37,8 +37,9 @@ def set_method(c: config_dict.ConfigDict, method: str, *,
   c.loss = config_dict.ConfigDict()
   v = c.views
   v.num_global, v.num_local = 1, 0
-  if "lidar" in c.evals:  # LiDAR scores several views per image: one here
-    del c.evals.lidar
+  for name in ("lidar", "theory"):  # need several views per image: one here
+    if name in c.evals:
+      del c.evals[name]
   v.jitter_prob = v.grayscale_prob = v.blur_prob = 0.0
   v.solarize_prob = v.erase_prob = 0.0
   if method == "ijepa":

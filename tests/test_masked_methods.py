@@ -14,6 +14,8 @@ import pytest
 
 from ssljax import methods, models, train
 
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
@@ -33,21 +35,23 @@ def test_padded_token_subset_equals_the_unpadded_subset():
   vit, x = _vit(class_token=False, representation="avg_tokens",
                 pos_embedding="sincos"), _images()
   params = vit.init(jax.random.key(0), x)
+  apply = jax.jit(vit.apply, static_argnames="output")
   keep = jnp.array([[0, 3, 5, 9]] * 3)
   padded = jnp.concatenate([keep, jnp.array([[1, 2]] * 3)], axis=1)
   valid = jnp.arange(6)[None, :].repeat(3, 0) < 4
-  a = vit.apply(params, x, keep=keep, output="tokens")
-  b = vit.apply(params, x, keep=padded, keep_valid=valid, output="tokens")
+  a = apply(params, x, keep=keep, output="tokens")
+  b = apply(params, x, keep=padded, keep_valid=valid, output="tokens")
   np.testing.assert_allclose(b[:, :4], a, rtol=1e-5, atol=1e-6)
-  ra = vit.apply(params, x, keep=keep)
-  rb = vit.apply(params, x, keep=padded, keep_valid=valid)
+  ra = apply(params, x, keep=keep)
+  rb = apply(params, x, keep=padded, keep_valid=valid)
   np.testing.assert_allclose(rb, ra, rtol=1e-5, atol=1e-6)
   # avg_tokens is the mean of the normalised patch tokens.
-  full = vit.apply(params, x, output="tokens")
-  np.testing.assert_allclose(vit.apply(params, x), full.mean(1), rtol=1e-5,
+  full = apply(params, x, output="tokens")
+  np.testing.assert_allclose(apply(params, x), full.mean(1), rtol=1e-5,
                              atol=1e-6)
 
 
+@pytest.mark.slow
 def test_representations_cls_and_last_two_cls():
   x = _images()
   cls_vit, two = _vit(), _vit(representation="cls_last2")
@@ -75,16 +79,18 @@ def test_predictor_rows_are_target_block_major():
                                   for _ in range(3)]))
   tgt_idx = jnp.asarray(rng.integers(0, 16, size=(2, 3, 4)))
   params = pred.init(jax.random.key(0), ctx, ctx_idx, tgt_idx, (4, 4))
-  out = pred.apply(params, ctx, ctx_idx, tgt_idx, (4, 4))
+  apply = jax.jit(pred.apply, static_argnums=4)
+  out = apply(params, ctx, ctx_idx, tgt_idx, (4, 4))
   assert out.shape == (6, 4, 16)
   for m in range(2):
     for b in range(3):
-      alone = pred.apply(params, ctx[b:b + 1], ctx_idx[b:b + 1],
+      alone = apply(params, ctx[b:b + 1], ctx_idx[b:b + 1],
                          tgt_idx[m:m + 1, b:b + 1], (4, 4))
       np.testing.assert_allclose(out[m * 3 + b], alone[0], rtol=1e-5,
                                  atol=1e-6)
 
 
+@pytest.mark.slow
 def test_mae_decoder_reads_visible_tokens_by_position_not_order():
   net = models.MAENetwork(_vit(pos_embedding="sincos"),
                           models.MAEDecoder(width=8, depth=1, num_heads=2))
@@ -93,13 +99,15 @@ def test_mae_decoder_reads_visible_tokens_by_position_not_order():
   shuffle = jnp.asarray(np.stack([np.random.default_rng(s).permutation(16)
                                   for s in range(2)]))
   other = jnp.concatenate([shuffle[:, :4][:, ::-1], shuffle[:, 4:]], axis=1)
-  outs = [net.apply(params, x, s[:, :4], jnp.argsort(s, axis=1),
-                    method=models.MAENetwork.reconstruct)
+  apply = jax.jit(lambda p, k, r: net.apply(
+      p, x, k, r, method=models.MAENetwork.reconstruct))
+  outs = [apply(params, s[:, :4], jnp.argsort(s, axis=1))
           for s in (shuffle, other)]
   assert outs[0].shape == (2, 16, 16)
   np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ijepa", "mae"])
 def test_bfloat16_step_is_finite_and_close_to_float32(name):
   module = __import__(f"configs.{name}", fromlist=["get_config"])

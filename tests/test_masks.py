@@ -17,6 +17,8 @@ import pytest
 
 from ssljax import masks
 
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
 # Jitted sampler (the eager one dispatches op by op).
 _DRAW = jax.jit(masks.multiblock_masks, static_argnums=(1, 2), static_argnames=(
     "num_targets", "target_scale", "target_aspect", "context_scale",
