@@ -20,7 +20,7 @@ METHODS = ("ijepa", "mae")
 def vit_kwargs(method: str, *, patch_size: int, **size) -> config_dict.ConfigDict:
   """encoder_kwargs of a ViT for ``method``: I-JEPA's encoder has no class
   token; both use fixed sine-cosine positions and are probed on
-  average-pooled tokens (I-JEPA App. A; MAE §A.2 reports pooling as good as
+  average-pooled tokens (I-JEPA App. A; MAE App. A.1 reports pooling as good as
   its class token)."""
   kw = dict(patch_size=patch_size, representation="avg_tokens",
             pos_embedding="sincos", **size)

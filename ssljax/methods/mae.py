@@ -12,7 +12,7 @@ the removed patches, against per-patch normalised pixels when
 What is probed: the encoder on the whole image, with the encoder's
 ``representation`` (the configs use "avg_tokens": average-pooled tokens;
 MAE's paper linear-probes its class token and reports average pooling as
-equally good, §A.2).
+equally good, App. A.1).
 """
 
 import jax

@@ -200,10 +200,10 @@ class VisionTransformer(nn.Module):
   * "cls": the class token after the final LayerNorm (the default; DINO,
     MoCo v3 and the ViT paper);
   * "avg_tokens": the mean of the patch tokens after the final LayerNorm
-    (I-JEPA's evaluation, Assran et al. 2023, arXiv 2301.08243, §A.1:
+    (I-JEPA's evaluation, Assran et al. 2023, arXiv 2301.08243, App. A:
     average-pooled target-encoder tokens; MAE's fine-tuning uses average
     pooling, and its paper notes that pooling works as well as its class
-    token for linear probing, He et al. 2022, arXiv 2111.06377, §A.2);
+    token for linear probing, He et al. 2022, arXiv 2111.06377, App. A.1);
   * "cls_last2": the class tokens of the last two blocks, each through the
     final LayerNorm, concatenated (B, 2D) (LeJEPA's linear probe,
     Balestriero & LeCun 2025, arXiv 2511.08544; DINO's evaluation code
