@@ -104,7 +104,7 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
                               method=models.IJEPANetwork.predict)
     valid = m["target_valid"].reshape(num_targets * batch_size, t_max)
     loss = self.FORMS[self.config.loss.form](pred, target, valid)
-    rep = masked_vit.token_representation(self.encoder, h)
+    rep = masked_vit.token_representation(self.encoder, h, with_prefix=False)
     if rep is None:
       rep = self.representation(params, state, x)
     metrics = {"loss": loss,

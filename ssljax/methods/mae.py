@@ -43,7 +43,7 @@ class Method(base.SingleNetworkMethod):
                                 dtype=base.compute_dtype(config))
     self.network = models.MAENetwork(encoder, decoder)
     self.encoder = encoder
-    self.norm_pix_loss = bool(config.loss.get("norm_pix_loss", True))
+    self.hparams = base.loss_hparams(config)
 
   @classmethod
   def config_fields(cls, config):
@@ -55,10 +55,11 @@ class Method(base.SingleNetworkMethod):
   def check_config(cls, config):
     problems = (base.loss_key_problems(config, cls.name, cls.FORMS)
                 + masked_vit.vit_problems(config, cls.name, "mae_decoder"))
-    if not problems and not isinstance(config.loss.get("norm_pix_loss", True),
+    hparams = base.loss_hparams(config)
+    if not problems and not isinstance(hparams.get("norm_pix_loss", True),
                                        bool):
       problems.append("config.loss.norm_pix_loss must be True or False, got "
-                      f"{config.loss.norm_pix_loss!r}")
+                      f"{hparams['norm_pix_loss']!r}")
     if not problems and not config.model.encoder_kwargs.get("class_token",
                                                             True):
       problems.append("method 'mae' needs the encoder's class token (MAE's "
@@ -80,9 +81,9 @@ class Method(base.SingleNetworkMethod):
                               patch * patch * x.shape[3],
                               method=lambda mod, *a: mod.decoder(*a))
     loss = self.FORMS[self.config.loss.form](
-        pred, models.patchify(x, patch), m["mask"],
-        norm_pix_loss=self.norm_pix_loss)
-    rep = masked_vit.token_representation(self.encoder, latent)
+        pred, models.patchify(x, patch), m["mask"], **self.hparams)
+    rep = masked_vit.token_representation(self.encoder, latent,
+                                          with_prefix=True)
     if rep is None:
       rep = self.representation(params, state, x)
     return loss, base.LossAux({"loss": loss}, state,

@@ -50,12 +50,14 @@ def patch_grid(images, patch: int) -> tuple:
   return (images.shape[1] // patch, images.shape[2] // patch)
 
 
-def token_representation(encoder, tokens):
-  """The encoder's representation from its output tokens (B, n + K, D)
-  when it can be read off them ("cls", "avg_tokens"), else None."""
-  n_prefix = int(encoder.class_token)
+def token_representation(encoder, tokens, *, with_prefix: bool):
+  """The encoder's representation from its output tokens when it can be
+  read off them ("cls" with the class token present, "avg_tokens"), else
+  None. ``tokens``: (B, n + K, D) with the class token first when
+  ``with_prefix`` and the encoder has one (n = 1), else (B, K, D)."""
+  n_prefix = int(encoder.class_token and with_prefix)
   if encoder.representation == "cls":
-    return tokens[:, 0]
+    return tokens[:, 0] if n_prefix else None
   if encoder.representation == "avg_tokens":
     wide = models.vit.wide_dtype(tokens.dtype)
     return jnp.mean(tokens[:, n_prefix:].astype(wide), axis=1
