@@ -71,6 +71,7 @@ def test_representations_cls_and_last_two_cls():
     _vit(class_token=False).init(jax.random.key(0), x)
 
 
+@pytest.mark.slow
 def test_predictor_rows_are_target_block_major():
   pred = models.JEPAPredictor(width=8, depth=1, num_heads=2, out_dim=16)
   rng = np.random.default_rng(1)

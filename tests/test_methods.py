@@ -165,9 +165,13 @@ def test_registry_lists_every_method_module():
     methods.get("swav")
 
 
+# The ViT methods' protocol runs compile a transformer op by op (~3 min each
+# on the loaded 2-core machine): in -m slow; their jitted train step is in
+# tests/test_sharding.py and tests/test_masked_methods.py.
 @pytest.mark.parametrize("name", sorted([
-    "barlow_twins", "byol", "dino", "frossl", "ijepa", "mae", "mocov3",
-    "nnclr", "simclr", "simsiam", "spectral_contrastive", "vicreg", "wmse"]))
+    "barlow_twins", "byol", "dino", "frossl", "mocov3",
+    "nnclr", "simclr", "simsiam", "spectral_contrastive", "vicreg", "wmse"]) + [
+        pytest.param(m, marks=pytest.mark.slow) for m in MASKED_VIT])
 def test_protocol(name):
   """init -> loss (finite, differentiable) -> after_update -> representation,
   with the shapes the protocol promises."""
