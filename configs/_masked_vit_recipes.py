@@ -88,3 +88,43 @@ def set_smoke(c: config_dict.ConfigDict, method: str) -> None:
     c.masks.min_keep = 4
   else:
     c.model.mae_decoder = head
+
+
+def set_lejepa(c: config_dict.ConfigDict, *, patch_size: int,
+               local_size: int) -> None:
+  """LeJEPA (Balestriero & LeCun 2025, arXiv 2511.08544) on a ViT, in place:
+  the official README's "GOTO" settings (2 global crops of scale 0.3-1 and
+  6 local of 0.05-0.3, AdamW lr 5e-4 per 256, weight decay 5e-2, cosine to
+  lr/1000), lambda 0.05 and 1024 slices (the official library's defaults),
+  MINIMAL.md's 3-layer BatchNorm MLP projector (2048-2048-16 there; the
+  fields as configs/lejepa.py), probed on the last two blocks' class
+  tokens (the paper's linear probe). ``local_size`` must be a multiple of
+  ``patch_size`` (the official 98 px local crops for patch 14)."""
+  c.method = "lejepa"
+  c.loss = config_dict.ConfigDict(dict(form="multi_view"))
+  c.lejepa = config_dict.ConfigDict(dict(lam=0.05, num_slices=1024))
+  c.model.projector = (2048, 2048, 16)
+  c.model.encoder_kwargs.update(dict(patch_size=patch_size,
+                                     representation="cls_last2"))
+  v = c.views
+  v.num_global, v.num_local, v.local_size = 2, 6, local_size
+  v.crop_scale, v.local_crop_scale = (0.3, 1.0), (0.05, 0.3)
+  v.flip_prob, v.jitter_prob = 0.5, 0.8
+  v.brightness, v.contrast, v.saturation, v.hue = 0.4, 0.4, 0.2, 0.1
+  v.grayscale_prob = 0.2
+  v.erase_prob = 0.0
+  c.optim.name = "adamw"
+  c.optim.learning_rate = 5e-4
+  c.optim.weight_decay = 5e-2
+  c.optim.end_lr_factor = 1e-3
+
+
+def set_lejepa_smoke(c: config_dict.ConfigDict) -> None:
+  """A 2-block, 32-wide ViT with 8-px patches, a 16-wide projector, 16
+  slices, 2 local crops of 32 px."""
+  c.model.encoder_kwargs = config_dict.ConfigDict(dict(
+      patch_size=8, hidden_dim=32, depth=2, num_heads=2,
+      representation="cls_last2"))
+  c.model.projector = (16, 8)
+  c.lejepa.num_slices = 16
+  c.views.num_local, c.views.local_size = 2, 32

@@ -1,4 +1,5 @@
-"""ImageNet-1k (image folder), ViT-B/16: I-JEPA and MAE as in their papers.
+"""ImageNet-1k (image folder): LeJEPA (ViT-L/14), I-JEPA and MAE (ViT-B/16)
+as in their papers.
 
     python -m ssljax.main --config configs/imagenet_vit.py:mae \\
         --config.dataset.data_dir=/data/imagenet --workdir runs/in1k_mae
@@ -13,6 +14,11 @@ AdamW lr 1e-3 with 15 warm-up epochs for the ViT-B/L schedule, 600 epochs
 for ViT-B/16) and MAE (He et al. 2022, arXiv 2111.06377, App. A.1 Table 8:
 batch 4096, base lr 1.5e-4 per 256, weight decay 0.05, 40 warm-up epochs,
 800 epochs); heads, masks and views in configs/_masked_vit_recipes.py.
+LeJEPA: ViT-L/14 (D 1024, 24 blocks, 16 heads) pretrained 100 epochs as in
+the paper's ImageNet-1k rows (Balestriero & LeCun 2025, Table 2), 2 x 224 +
+6 x 98 px crops and the official README's optimiser
+(configs/_masked_vit_recipes.py ``set_lejepa``); batch 512 (not stated in
+the sources read for this recipe).
 Data: ``DIR/train/<wnid>/*.JPEG``, ``DIR/test/<wnid>/*.JPEG`` (or
 ``--config.dataset.test_split=val``).
 """
@@ -22,7 +28,7 @@ from ml_collections import config_dict
 from configs import _masked_vit_recipes as masked
 from configs import common
 
-METHODS = masked.METHODS
+METHODS = ("lejepa",) + masked.METHODS
 VARIANT_WORDS = ("smoke",)
 _VIT_B = dict(hidden_dim=768, depth=12, num_heads=12)
 
@@ -57,7 +63,13 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.encoder = "vit_small16"
   c.model.encoder_kwargs = masked.vit_kwargs(method, patch_size=16, **_VIT_B)
   c.model.dtype = "bfloat16"
-  if method == "ijepa":
+  if method == "lejepa":
+    c.model.encoder_kwargs = config_dict.ConfigDict(dict(
+        hidden_dim=1024, depth=24, num_heads=16))
+    masked.set_lejepa(c, patch_size=14, local_size=98)
+    c.optim.warmup_epochs = 10.0
+    c.batch_size, c.epochs = 512, 100
+  elif method == "ijepa":
     masked.set_method(c, method, warmup_epochs=15.0)
     c.batch_size, c.epochs = 2048, 600
   else:
@@ -71,5 +83,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   if "smoke" in words:
     common.smoke_image_folder(c, f"imagenet_vit_{method}", image_size=80,
                               view_size=64)
-    masked.set_smoke(c, method)
+    if method == "lejepa":
+      masked.set_lejepa_smoke(c)
+    else:
+      masked.set_smoke(c, method)
   return c

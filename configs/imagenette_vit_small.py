@@ -1,6 +1,6 @@
 """Imagenette (10 ImageNet classes, image folder), ViT-S/16, 200 epochs: the
 setting of stable-pretraining's Imagenette ViT-S benchmark (where LeJEPA's
-linear probe reaches 87.1 %), for DINO, I-JEPA and MAE.
+linear probe reaches 87.1 %), for LeJEPA, DINO, I-JEPA and MAE.
 
     python -m ssljax.main --config configs/imagenette_vit_small.py:ijepa \\
         --config.dataset.data_dir=/data/imagenette2 --workdir runs/inette_ijepa
@@ -26,7 +26,7 @@ from ml_collections import config_dict
 from configs import _masked_vit_recipes as masked
 from configs import common
 
-METHODS = ("dino",) + masked.METHODS
+METHODS = ("lejepa", "dino") + masked.METHODS
 VARIANT_WORDS = ("smoke",)
 
 
@@ -90,7 +90,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.size = 224
   c.model.encoder = "vit_small16"
   c.model.dtype = "bfloat16"
-  if method == "dino":
+  if method == "lejepa":
+    c.model.encoder_kwargs = config_dict.ConfigDict()
+    # Local crops of 96 px (the official 98 is no multiple of patch 16).
+    masked.set_lejepa(c, patch_size=16, local_size=96)
+    c.optim.warmup_epochs = 10.0
+  elif method == "dino":
     _dino(c)
   else:
     c.model.encoder_kwargs = masked.vit_kwargs(method, patch_size=16)
@@ -105,7 +110,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   if "smoke" in words:
     common.smoke_image_folder(c, f"imagenette_vit_small_{method}",
                               image_size=80, view_size=64)
-    if method == "dino":
+    if method == "lejepa":
+      masked.set_lejepa_smoke(c)
+    elif method == "dino":
       c.model.encoder_kwargs = config_dict.ConfigDict(dict(
           patch_size=8, hidden_dim=32, depth=2, num_heads=2))
       c.model.dino_head.update(dict(hidden_dim=16, bottleneck_dim=8,

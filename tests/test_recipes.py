@@ -179,6 +179,11 @@ def test_masked_vit_recipes_follow_the_papers():
     assert "smoke" in arg or (c.epochs, c.views.size) == (200, 224)
   with pytest.raises(ValueError, match="unknown method"):
     imagenet_vit.get_config("dino")
+  le = imagenette_vit_small.get_config("lejepa")
+  assert (le.lejepa.lam, le.lejepa.num_slices) == (0.05, 1024)
+  assert (le.views.num_global, le.views.num_local) == (2, 6)
+  assert le.model.encoder_kwargs.representation == "cls_last2"
+  assert imagenet_vit.get_config("lejepa").views.local_size % 14 == 0
 
 
 def test_asymmetric_views():
@@ -261,6 +266,8 @@ SLOW = [("cifar_resnet18", f"{m},cifar10,smoke")
             ("imagenet100_resnet18", "vicreg,asymmetric,smoke"),
             ("imagenet100_resnet18", "barlow_twins,smoke"),
             ("vicreg_imagenet_resnet50", "smoke"),
+            ("imagenette_vit_small", "lejepa,smoke"),
+            ("imagenet_vit", "lejepa,smoke"),
             ("imagenette_vit_small", "dino,smoke"),
             ("imagenette_vit_small", "ijepa,smoke"),
             ("imagenette_vit_small", "mae,smoke"),
