@@ -26,7 +26,8 @@ from configs import common  # noqa: E402
 JOINT = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive", "frossl",
          "wmse")
 PREDICTIVE = ("byol", "simsiam", "mocov3", "nnclr")
-TEACHER = ("byol", "mocov3", "dino")
+TEACHER = ("byol", "mocov3", "dino", "ijepa")
+MASKED = ("ijepa", "mae")  # ViT heads instead of a projector
 
 
 # Configs of services, not of training methods (their own tests below).
@@ -61,7 +62,10 @@ def test_every_config_and_variant_loads_with_current_names(name, arg):
   m = c.method
   assert ("graph" in c) == (m in JOINT), m
   assert ("teacher" in c) == (m in TEACHER), m
-  assert ("projector" in c.model) == (m != "dino"), m
+  assert ("projector" in c.model) == (m not in ("dino",) + MASKED), m
+  assert ("jepa_predictor" in c.model) == (m == "ijepa"), m
+  assert ("mae_decoder" in c.model) == (m == "mae"), m
+  assert ("masks" in c) == (m in MASKED), m
   assert ("predictor" in c.model) == (m in PREDICTIVE), m
   assert ("dino_head" in c.model) == (m == "dino"), m
   if m == "dino":

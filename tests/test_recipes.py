@@ -17,6 +17,8 @@ from ssljax import config_validation, optimizers
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 from configs import cifar_resnet18  # noqa: E402
 from configs import imagenet100_resnet18  # noqa: E402
+from configs import imagenet_vit  # noqa: E402
+from configs import imagenette_vit_small  # noqa: E402
 from configs import vicreg_imagenet_resnet50  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,10 +26,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL = ([("cifar_resnet18", a) for a in cifar_resnet18.all_args()] +
        [("imagenet100_resnet18", a) for a in imagenet100_resnet18.all_args()] +
        [("vicreg_imagenet_resnet50", a)
-        for a in vicreg_imagenet_resnet50.VARIANTS])
+        for a in vicreg_imagenet_resnet50.VARIANTS] +
+       [("imagenette_vit_small", a) for a in imagenette_vit_small.all_args()] +
+       [("imagenet_vit", a) for a in imagenet_vit.all_args()])
 MODULES = {"cifar_resnet18": cifar_resnet18,
            "imagenet100_resnet18": imagenet100_resnet18,
-           "vicreg_imagenet_resnet50": vicreg_imagenet_resnet50}
+           "vicreg_imagenet_resnet50": vicreg_imagenet_resnet50,
+           "imagenette_vit_small": imagenette_vit_small,
+           "imagenet_vit": imagenet_vit}
 
 
 def _config(module, arg):
@@ -94,6 +100,12 @@ def _peak_lr(config):
     ("imagenet100_resnet18", "barlow_twins", 0.3, 0.0),
     ("imagenet100_resnet18", "byol", 0.5, 0.0),
     ("imagenet100_resnet18", "dino", 0.3, 0.0),
+    # I-JEPA App. A / in1k yaml: lr 1e-3 at batch 2048, final 1e-6; MAE
+    # Table 8: 1.5e-4 x 4096/256; DINO ViT-S/16: 5e-4 x 256/256, min 1e-6.
+    ("imagenet_vit", "ijepa", 1e-3, 1e-6),
+    ("imagenet_vit", "mae", 2.4e-3, 0.0),
+    ("imagenette_vit_small", "dino", 5e-4, 1e-6),
+    ("imagenette_vit_small", "ijepa", 1.25e-4, 1.25e-7),
 ])
 def test_effective_learning_rate(module, arg, peak, end):
   got_peak, got_end = _peak_lr(_config(module, arg))
@@ -146,6 +158,33 @@ def test_teacher_student_recipes_solo_learn_values():
     assert c.batch_size == 16
     assert c.method != "nnclr" or c.loss.queue_size == 64
     assert c.method != "dino" or c.model.dino_head.out_dim == 64
+
+
+def test_masked_vit_recipes_follow_the_papers():
+  """I-JEPA's multi-block settings and MAE's decoder and masking (the
+  official values, configs/_masked_vit_recipes.py)."""
+  ij = imagenet_vit.get_config("ijepa")
+  assert (ij.batch_size, ij.epochs, ij.model.encoder_kwargs.hidden_dim) == (
+      2048, 600, 768)
+  assert not ij.model.encoder_kwargs.class_token
+  assert (ij.masks.num_targets, tuple(ij.masks.target_scale),
+          tuple(ij.masks.context_scale), ij.masks.min_keep) == (
+              4, (0.15, 0.2), (0.85, 1.0), 10)
+  mae = imagenet_vit.get_config("mae")
+  assert (mae.batch_size, mae.masks.mask_ratio, mae.loss.norm_pix_loss) == (
+      4096, 0.75, True)
+  assert (mae.model.mae_decoder.width, mae.model.mae_decoder.depth) == (512, 8)
+  for arg in imagenette_vit_small.all_args():
+    c = imagenette_vit_small.get_config(arg)
+    assert c.model.encoder == "vit_small16"
+    assert "smoke" in arg or (c.epochs, c.views.size) == (200, 224)
+  with pytest.raises(ValueError, match="unknown method"):
+    imagenet_vit.get_config("dino")
+  le = imagenette_vit_small.get_config("lejepa")
+  assert (le.lejepa.lam, le.lejepa.num_slices) == (0.05, 1024)
+  assert (le.views.num_global, le.views.num_local) == (2, 6)
+  assert le.model.encoder_kwargs.representation == "cls_last2"
+  assert imagenet_vit.get_config("lejepa").views.local_size % 14 == 0
 
 
 def test_asymmetric_views():
@@ -227,7 +266,14 @@ SLOW = [("cifar_resnet18", f"{m},cifar10,smoke")
             ("imagenet100_resnet18", "vicreg,smoke"),
             ("imagenet100_resnet18", "vicreg,asymmetric,smoke"),
             ("imagenet100_resnet18", "barlow_twins,smoke"),
-            ("vicreg_imagenet_resnet50", "smoke")]
+            ("vicreg_imagenet_resnet50", "smoke"),
+            ("imagenette_vit_small", "lejepa,smoke"),
+            ("imagenet_vit", "lejepa,smoke"),
+            ("imagenette_vit_small", "dino,smoke"),
+            ("imagenette_vit_small", "ijepa,smoke"),
+            ("imagenette_vit_small", "mae,smoke"),
+            ("imagenet_vit", "ijepa,smoke"),
+            ("imagenet_vit", "mae,smoke")]
 
 
 @pytest.mark.slow

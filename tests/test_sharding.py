@@ -73,6 +73,10 @@ CASES = (
     # directions are drawn from (seed, step) on every device.
     ("lejepa", "multi_view", 4, "views"),  # 2 global + 2 local crops
     ("lejepa", "graph", 4, "views"),
+    # Masked-token ViTs (one view): the masks drawn in the step from its key,
+    # I-JEPA's EMA target encoder.
+    ("ijepa", "smooth_l1", 1, "views"),
+    ("mae", "mse", 1, "views"),
 )
 
 # The default suite runs four of them: the smoke CNN's BatchNorm with
@@ -205,7 +209,8 @@ def _config(method, form, views, graph):
   """
   module = __import__(f"configs.{method}", fromlist=["get_config"])
   config = module.get_config("smoke")
-  if (method, form) != ("vicreg", "two_view"):
+  if (method, form) != ("vicreg", "two_view") and method not in ("ijepa",
+                                                                  "mae"):
     config.model.encoder = "mlp"
     config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
   config.loss.form, config.views.num_global = form, views

@@ -87,3 +87,10 @@ from ssljax.losses.lejepa import lejepa_terms  # noqa: E402
 __all__ += ["sigreg", "sigreg_directions", "sigreg_null_mean",  # LeJEPA
             "sigreg_quadrature", "lejepa", "lejepa_terms", "lejepa_graph",
             "lejepa_graph_terms", "lejepa_crops_graph"]
+from ssljax.losses.ijepa import ijepa  # noqa: E402
+from ssljax.losses.ijepa import target_layer_norm  # noqa: E402
+from ssljax.losses.mae import mae  # noqa: E402
+from ssljax.losses.mae import normalize_patches  # noqa: E402
+
+__all__ += ["ijepa", "target_layer_norm",  # predictive: I-JEPA, MAE
+            "mae", "normalize_patches"]

@@ -11,8 +11,9 @@ run; ``config_problems(config)`` runs its config checks.
 Methods: joint-embedding losses of the embeddings and a graph (vicreg,
 simclr, barlow_twins, spectral_contrastive, frossl, wmse;
 `ssljax.methods.joint_embedding`), the teacher–student / predictor
-methods (byol, simsiam, mocov3, dino, nnclr), and LeJEPA (lejepa: invariance
-plus SIGReg, no teacher).
+methods (byol, simsiam, mocov3, dino, nnclr), LeJEPA (lejepa: invariance
+plus SIGReg, no teacher) and the masked-token ViT methods (ijepa, mae;
+`ssljax.methods.masked_vit`).
 
 Adding a method = one module here + its config + its tests + one docs
 entry (docs/guide/new_method.md).
@@ -33,7 +34,8 @@ __all__ = ["BatchSpec", "LossAux", "Method", "available", "get", "build",
            "DATASET_GRAPH_KINDS", "batch_graph"]
 
 # Modules of this package that are not methods.
-_NOT_METHODS = ("base", "joint_embedding", "ema_teacher", "student")
+_NOT_METHODS = ("base", "joint_embedding", "ema_teacher", "student",
+                "masked_vit")
 
 
 def available() -> list[str]:

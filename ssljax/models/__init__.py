@@ -10,7 +10,12 @@ dtype, parameters stay float32). ``ENCODERS`` names them for configs:
   ``stem="cifar"`` or ``stem="imagenet"`` in ``encoder_kwargs`` to change it;
 - ``"vit_tiny16"`` (D = 192) and ``"vit_small16"`` (D = 384) of
   ``ssljax.models.vit``; position embeddings are sized at init and
-  interpolated for other resolutions (multi-crop).
+  interpolated for other resolutions (multi-crop). ``encoder_kwargs``
+  ``representation`` picks what they return ("cls", "avg_tokens",
+  "cls_last2"; `ssljax.models.vit.VisionTransformer`).
+
+Masked-token methods: `patchify`/`unpatchify` (MAE's patch order),
+I-JEPA's `JEPAPredictor` and MAE's `MAEDecoder` (`ssljax.models.masked`).
 
 Heads: the projector/predictor MLP (``ssljax.models.heads.Projector``) and
 the DINO head (``DINOHead``) return float32 embeddings even in bf16 runs.
@@ -25,13 +30,19 @@ from ssljax.models.encoders import MLPEncoder, SmallCNN
 from ssljax.models.heads import Projector
 from ssljax.models.networks import EncoderProjector, EncoderProjectorPredictor
 from ssljax.models.resnet import ResNet, ResNet18, ResNet50
-from ssljax.models.vit import (VisionTransformer, ViTSmall16, ViTTiny16,
-                               interpolate_pos_embed)
+from ssljax.models.masked import (IJEPANetwork, JEPAPredictor, MAEDecoder,
+                                  MAENetwork, patchify, unpatchify)
+from ssljax.models.vit import (REPRESENTATIONS, VisionTransformer, ViTSmall16,
+                               ViTTiny16, interpolate_pos_embed,
+                               sincos_pos_embed_2d)
 
 __all__ = ["MLPEncoder", "SmallCNN", "ResNet", "ResNet18", "ResNet50",
            "VisionTransformer", "ViTTiny16", "ViTSmall16",
            "interpolate_pos_embed", "Projector", "ENCODERS", "make_encoder",
-           "DINOHead", "EncoderProjector", "EncoderProjectorPredictor"]
+           "DINOHead", "EncoderProjector", "EncoderProjectorPredictor",
+           "patchify", "unpatchify", "JEPAPredictor", "MAEDecoder",
+           "IJEPANetwork", "MAENetwork",
+           "sincos_pos_embed_2d", "REPRESENTATIONS"]
 
 ENCODERS = {"mlp": MLPEncoder, "cnn": SmallCNN, "resnet18": ResNet18,
             "resnet50": ResNet50, "vit_tiny16": ViTTiny16,

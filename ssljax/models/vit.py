@@ -35,31 +35,40 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-__all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16",
-           "interpolate_pos_embed"]
+__all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16", "Block",
+           "interpolate_pos_embed", "sincos_pos_embed_2d", "REPRESENTATIONS",
+           "wide_dtype"]
+
+# What ``VisionTransformer`` returns as the representation (the module
+# docstring says which paper uses which).
+REPRESENTATIONS = ("cls", "avg_tokens", "cls_last2")
 
 _dense_init = dict(kernel_init=nn.initializers.xavier_uniform(),
                    bias_init=nn.initializers.zeros)
 
 
 def interpolate_pos_embed(pos_embed: jax.Array, grid: tuple[int, int],
-                          method: str = "bicubic") -> jax.Array:
+                          method: str = "bicubic", num_prefix: int = 1
+                          ) -> jax.Array:
   """Resizes position embeddings to a new patch grid.
 
   Args:
-    pos_embed: (1, 1 + n * n, D): the class-token entry, then an n x n grid
-      of patch entries in row-major order.
+    pos_embed: (1, num_prefix + n * n, D): the class-token entry (none when
+      num_prefix = 0), then an n x n grid of patch entries in row-major
+      order.
     grid: (gh, gw), the patch grid of the new input.
     method: a ``jax.image.resize`` method ("bicubic", "linear", ...).
+    num_prefix: 1 with a class token, 0 without.
 
   Returns:
-    (1, 1 + gh * gw, D), same dtype; the class-token entry is unchanged. At
-    (gh, gw) = (n, n) it equals ``pos_embed`` up to round-off.
+    (1, num_prefix + gh * gw, D), same dtype; the class-token entry is
+    unchanged. At (gh, gw) = (n, n) it equals ``pos_embed`` up to round-off.
 
   Raises:
     ValueError: the stored patch part is not a square grid.
   """
-  cls_pos, patch_pos = pos_embed[:, :1], pos_embed[:, 1:]
+  cls_pos = pos_embed[:, :num_prefix]
+  patch_pos = pos_embed[:, num_prefix:]
   count, dim = patch_pos.shape[1], patch_pos.shape[2]
   side = math.isqrt(count)
   if side * side != count:
@@ -74,22 +83,66 @@ def interpolate_pos_embed(pos_embed: jax.Array, grid: tuple[int, int],
   return jnp.concatenate([cls_pos, patch_pos], axis=1)
 
 
+def sincos_pos_embed_2d(dim: int, grid: tuple[int, int]) -> jax.Array:
+  """Fixed 2-D sine-cosine position embeddings of MAE and I-JEPA.
+
+  The first D/2 channels encode the patch's column, the last D/2 its row;
+  each half is [sin(pos·ω), cos(pos·ω)] with ω_k = 10000^(−k/(D/4)),
+  k = 0..D/4 − 1 (the official ``get_2d_sincos_pos_embed``, whose meshgrid
+  puts the column coordinate first).
+
+  Args:
+    dim: D, divisible by 4.
+    grid: (gh, gw) patch grid.
+
+  Returns:
+    float32 (gh·gw, D), row-major over patches.
+
+  Raises:
+    ValueError: D not divisible by 4.
+
+  References:
+    He et al. 2022, arXiv 2111.06377, §A.1 (sine-cosine embeddings);
+    Vaswani et al. 2017, arXiv 1706.03762, §3.5.
+  """
+  if dim % 4:
+    raise ValueError(f"sine-cosine embeddings need D divisible by 4, got {dim}")
+  gh, gw = grid
+  omega = 1.0 / 10000 ** (jnp.arange(dim // 4, dtype=jnp.float32) / (dim / 4))
+  rows, cols = jnp.meshgrid(jnp.arange(gh, dtype=jnp.float32),
+                            jnp.arange(gw, dtype=jnp.float32), indexing="ij")
+
+  def one_axis(pos):
+    out = pos.reshape(-1)[:, None] * omega[None, :]
+    return jnp.concatenate([jnp.sin(out), jnp.cos(out)], axis=1)
+
+  return jnp.concatenate([one_axis(cols), one_axis(rows)], axis=1)
+
+
+def wide_dtype(dtype):
+  """The dtype of LayerNorms and softmax logits: float32, or float64 when
+  the computation dtype is float64 (exactness tests)."""
+  return jnp.promote_types(dtype, jnp.float32)
+
+
 def _layer_norm(name: str, x, dtype):
   """LayerNorm (eps 1e-6) computed in float32, output cast to ``dtype``."""
-  y = nn.LayerNorm(epsilon=1e-6, dtype=jnp.float32, name=name)(x)
+  y = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(dtype), name=name)(x)
   return y.astype(dtype)
 
 
 class _Attention(nn.Module):
   """Multi-head self-attention with a fused qkv projection (as timm).
 
-  x: (B, N, D) -> (B, N, D). Logits and softmax in float32.
+  x: (B, N, D) -> (B, N, D). Logits and softmax in float32. ``key_mask``
+  (B, N) bool, True = a real token: padded keys get no attention weight
+  (fixed-shape token subsets, `ssljax.masks`).
   """
   num_heads: int
   dtype: jnp.dtype = jnp.float32
 
   @nn.compact
-  def __call__(self, x):
+  def __call__(self, x, key_mask=None):
     batch, tokens, dim = x.shape
     head_dim = dim // self.num_heads
     qkv = nn.Dense(3 * dim, dtype=self.dtype, name="qkv", **_dense_init)(x)
@@ -97,7 +150,9 @@ class _Attention(nn.Module):
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, N, heads, hd)
     q = q * jnp.asarray(head_dim ** -0.5, self.dtype)
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k,
-                        preferred_element_type=jnp.float32)
+                        preferred_element_type=wide_dtype(self.dtype))
+    if key_mask is not None:
+      logits = jnp.where(key_mask[:, None, None, :], logits, -1e30)
     weights = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
     out = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, tokens, dim)
     return nn.Dense(dim, dtype=self.dtype, name="proj", **_dense_init)(out)
@@ -115,16 +170,18 @@ class _Mlp(nn.Module):
     return nn.Dense(x.shape[-1], dtype=self.dtype, name="fc2", **_dense_init)(y)
 
 
-class _Block(nn.Module):
-  """Pre-norm transformer block. x: (B, N, D) -> (B, N, D), dtype ``dtype``."""
+class Block(nn.Module):
+  """Pre-norm transformer block. x: (B, N, D) -> (B, N, D), dtype ``dtype``;
+  ``key_mask`` (B, N) bool (True = real token) keeps padded tokens out of
+  the attention of every token."""
   num_heads: int
   mlp_hidden: int
   dtype: jnp.dtype = jnp.float32
 
   @nn.compact
-  def __call__(self, x):
+  def __call__(self, x, key_mask=None):
     x = x + _Attention(self.num_heads, self.dtype, name="attn")(
-        _layer_norm("norm1", x, self.dtype))
+        _layer_norm("norm1", x, self.dtype), key_mask)
     return x + _Mlp(self.mlp_hidden, self.dtype, name="mlp")(
         _layer_norm("norm2", x, self.dtype))
 
@@ -133,9 +190,24 @@ class VisionTransformer(nn.Module):
   """ViT encoder without a classification head (Dosovitskiy et al. 2021,
   arXiv 2010.11929).
 
-  x: (B, H, W, C) float, H and W divisible by ``patch_size`` -> class token
-  (B, hidden_dim), dtype ``dtype``. See the module docstring for the
-  position-embedding interpolation and the float32 LayerNorm/softmax.
+  x: (B, H, W, C) float, H and W divisible by ``patch_size`` -> the
+  representation (B, D) (or (B, 2D) for "cls_last2"), dtype ``dtype``. See
+  the module docstring for the position-embedding interpolation and the
+  float32 LayerNorm/softmax.
+
+  Representations (``representation``), what the evaluators probe:
+
+  * "cls": the class token after the final LayerNorm (the default; DINO,
+    MoCo v3 and the ViT paper);
+  * "avg_tokens": the mean of the patch tokens after the final LayerNorm
+    (I-JEPA's evaluation, Assran et al. 2023, arXiv 2301.08243, App. A:
+    average-pooled target-encoder tokens; MAE's fine-tuning uses average
+    pooling, and its paper notes that pooling works as well as its class
+    token for linear probing, He et al. 2022, arXiv 2111.06377, App. A.1);
+  * "cls_last2": the class tokens of the last two blocks, each through the
+    final LayerNorm, concatenated (B, 2D) (LeJEPA's linear probe,
+    Balestriero & LeCun 2025, arXiv 2511.08544; DINO's evaluation code
+    with n = 2).
 
   Attributes:
     patch_size: side of the square patches (kernel and stride of the
@@ -145,6 +217,11 @@ class VisionTransformer(nn.Module):
     num_heads: attention heads; must divide hidden_dim.
     mlp_ratio: MLP hidden width / D.
     dtype: computation dtype (parameters stay float32).
+    representation: one of ``REPRESENTATIONS``.
+    pos_embedding: "learned" (timm's, interpolated to other grids) or
+      "sincos" (fixed 2-D sine-cosine, `sincos_pos_embed_2d`, as MAE and
+      I-JEPA; the class-token entry is 0).
+    class_token: prepend a class token (I-JEPA's encoder has none).
   """
   patch_size: int = 16
   hidden_dim: int = 384
@@ -152,44 +229,113 @@ class VisionTransformer(nn.Module):
   num_heads: int = 6
   mlp_ratio: float = 4.0
   dtype: jnp.dtype = jnp.float32
+  representation: str = "cls"
+  pos_embedding: str = "learned"
+  class_token: bool = True
+
+  def _check(self, height, width):
+    p = self.patch_size
+    if height % p or width % p:
+      raise ValueError(f"image size {height}x{width} is not divisible by the "
+                       f"patch size {p}")
+    if self.hidden_dim % self.num_heads:
+      raise ValueError(f"hidden_dim {self.hidden_dim} is not divisible by "
+                       f"num_heads {self.num_heads}")
+    if self.representation not in REPRESENTATIONS:
+      raise ValueError(f"representation {self.representation!r}: expected "
+                       f"one of {REPRESENTATIONS}")
+    if self.representation != "avg_tokens" and not self.class_token:
+      raise ValueError(f"representation {self.representation!r} reads the "
+                       "class token: use class_token=True or 'avg_tokens'")
+    if self.representation == "cls_last2" and self.depth < 2:
+      raise ValueError("representation 'cls_last2' needs depth >= 2")
+    if self.pos_embedding not in ("learned", "sincos"):
+      raise ValueError(f"pos_embedding {self.pos_embedding!r}: expected "
+                       "'learned' or 'sincos'")
+
+  def _positions(self, gh, gw):
+    """(1, num_prefix + gh·gw, D) position embeddings, float32."""
+    n_prefix, dim = int(self.class_token), self.hidden_dim
+    if self.pos_embedding == "sincos":
+      pos = sincos_pos_embed_2d(dim, (gh, gw))
+      return jnp.concatenate([jnp.zeros((n_prefix, dim)), pos])[None]
+    # Sized at init; on later calls the stored shape is requested, so any
+    # input resolution reads the same parameter.
+    shape = (1, n_prefix + gh * gw, dim)
+    if self.has_variable("params", "pos_embed"):
+      shape = self.get_variable("params", "pos_embed").shape
+    pos = self.param("pos_embed", nn.initializers.truncated_normal(0.02), shape)
+    if pos.shape[1] != n_prefix + gh * gw:
+      pos = interpolate_pos_embed(pos, (gh, gw), num_prefix=n_prefix)
+    return pos
 
   @nn.compact
-  def __call__(self, x, train: bool = True):
-    """x: (B, H, W, C) -> (B, hidden_dim). ``train`` is unused (no dropout).
+  def __call__(self, x, train: bool = True, *, keep=None, keep_valid=None,
+               output: str = "representation"):
+    """The representation (``output="representation"``) or the tokens.
+
+    Args:
+      x: (B, H, W, C) images.
+      train: unused (no dropout).
+      keep: None (every patch) or int (B, K) patch positions (row-major
+        over the patch grid) to encode: the tokens are gathered after the
+        position embedding, as MAE's and I-JEPA's encoders do.
+      keep_valid: None or bool (B, K): False marks padding in ``keep``
+        (fixed shapes under jit): padded tokens are no keys of the
+        attention (their own outputs are meaningless).
+      output: "representation" ((B, D), (B, 2D) for "cls_last2") or
+        "tokens" ((B, num_prefix + K, D): the class token first when
+        ``class_token``, then the encoded patches, after the final
+        LayerNorm).
 
     Raises:
       ValueError: H or W not divisible by the patch size, hidden_dim not
-        divisible by num_heads, or a resolution other than the init one
+        divisible by num_heads, a representation or pos_embedding name not
+        known or not possible, or a resolution other than the init one
         after a non-square init.
     """
     del train  # no dropout / stochastic depth
     batch, height, width, _ = x.shape
+    self._check(height, width)
     p, dim = self.patch_size, self.hidden_dim
-    if height % p or width % p:
-      raise ValueError(f"image size {height}x{width} is not divisible by the "
-                       f"patch size {p}")
-    if dim % self.num_heads:
-      raise ValueError(f"hidden_dim {dim} is not divisible by num_heads "
-                       f"{self.num_heads}")
     x = nn.Conv(dim, (p, p), strides=p, padding="VALID", dtype=self.dtype,
                 name="patch_embed")(x.astype(self.dtype))
     gh, gw = x.shape[1], x.shape[2]
     x = x.reshape(batch, gh * gw, dim)
-    cls = self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, dim))
-    # Sized at init; on later calls the stored shape is requested, so any
-    # input resolution reads the same parameter.
-    shape = (1, 1 + gh * gw, dim)
-    if self.has_variable("params", "pos_embed"):
-      shape = self.get_variable("params", "pos_embed").shape
-    pos = self.param("pos_embed", nn.initializers.truncated_normal(0.02), shape)
-    if pos.shape[1] != 1 + gh * gw:
-      pos = interpolate_pos_embed(pos, (gh, gw))
-    cls = jnp.broadcast_to(cls.astype(self.dtype), (batch, 1, dim))
-    x = jnp.concatenate([cls, x], axis=1) + pos.astype(self.dtype)
+    n_prefix = int(self.class_token)
+    pos = self._positions(gh, gw).astype(self.dtype)
+    x = x + pos[:, n_prefix:]
+    if keep is not None:
+      x = jnp.take_along_axis(x, keep[..., None].astype(jnp.int32), axis=1)
+    key_mask = None
+    if keep_valid is not None:
+      key_mask = jnp.concatenate(
+          [jnp.ones((batch, n_prefix), bool), keep_valid.astype(bool)], 1)
+    if self.class_token:
+      cls = self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, dim))
+      cls = jnp.broadcast_to(cls.astype(self.dtype) + pos[:, :1],
+                             (batch, 1, dim))
+      x = jnp.concatenate([cls, x], axis=1)
     hidden = int(dim * self.mlp_ratio)
+    before_last = x
     for i in range(self.depth):
-      x = _Block(self.num_heads, hidden, self.dtype, name=f"block_{i}")(x)
-    return _layer_norm("norm", x[:, 0], self.dtype)
+      before_last = x
+      x = Block(self.num_heads, hidden, self.dtype, name=f"block_{i}")(
+          x, key_mask)
+    norm = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(self.dtype),
+                        name="norm")
+    if self.representation == "cls_last2" and output == "representation":
+      return jnp.concatenate([norm(before_last[:, 0]), norm(x[:, 0])],
+                             axis=-1).astype(self.dtype)
+    if output == "tokens":
+      return norm(x).astype(self.dtype)
+    if self.representation == "cls":
+      return norm(x[:, 0]).astype(self.dtype)
+    tokens = norm(x[:, n_prefix:])
+    if keep_valid is None:
+      return jnp.mean(tokens, axis=1).astype(self.dtype)
+    w = keep_valid.astype(wide_dtype(self.dtype))[..., None]
+    return (jnp.sum(tokens * w, 1) / jnp.sum(w, 1)).astype(self.dtype)
 
 
 class ViTTiny16(VisionTransformer):
