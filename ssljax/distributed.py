@@ -17,7 +17,7 @@ import ml_collections
 import numpy as np
 
 __all__ = ["ENV_VARS", "MismatchError", "initialize", "run_fingerprint",
-           "check_same_run"]
+           "check_same_run", "lost_peer"]
 
 # Environment fallbacks of the config fields. JAX_COORDINATOR_ADDRESS is also
 # read by jax itself; the other two are ours.
@@ -139,3 +139,13 @@ def check_same_run(config: ml_collections.ConfigDict):
         f"process 0 (SHA-256 of config and code: {every[0].tobytes().hex()[:12]}"
         f" on process 0, {every[differ[0]].tobytes().hex()[:12]} on process "
         f"{differ[0]}); start every process with the same command and code")
+
+
+def lost_peer(exc: BaseException) -> str:
+  """The one line printed when a collective fails because another process
+  of the run died (``exc``: the ``jax.errors.JaxRuntimeError``)."""
+  first = (str(exc).strip().splitlines() or [""])[0]
+  cause = first.rsplit(": ", 1)[-1] if "Gloo" in first else first[:200]
+  return (f"another process of this run stopped ({cause}); no process "
+          "can go on alone: restart every process with the same command to "
+          "resume from the last checkpoint they all wrote")

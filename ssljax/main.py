@@ -185,6 +185,16 @@ def main(argv):
     if jax.process_index() == 0:
       print(str(e), file=sys.stderr, flush=True)
     sys.exit(e.exit_status)
+  except jax.errors.JaxRuntimeError as e:
+    if jax.process_count() == 1 or flags.FLAGS.verbosity >= 1:
+      raise
+    # A collective failed: another process of the run died. Leave at once:
+    # jax's exit handler would wait for the dead process at a shutdown
+    # barrier until the heartbeat timeout and then abort.
+    print(f"error: process {jax.process_index()}: {distributed.lost_peer(e)}",
+          file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(RUN_ERROR)  # pylint: disable=protected-access
   except (data.DatasetUnavailableError, checkpoints.CheckpointRestoreError,
           checkpoints.CheckpointSaveError, distributed.MismatchError,
           FloatingPointError, OSError) as e:
