@@ -138,10 +138,7 @@ class CheckpointSaver:
     self.in_flight = None  # step whose write may not have finished
 
   def _failed(self, step, exc) -> checkpoints.CheckpointSaveError:
-    root = exc
-    while not isinstance(root, OSError) and (root.__cause__ or root.__context__):
-      root = root.__cause__ or root.__context__
-    cause = one_line(root if isinstance(root, OSError) else exc)
+    cause = monitor.write_cause(exc)
     try:
       self.ckpt.reload()
       good = [s for s in self.ckpt.all_steps() if s != step]

@@ -279,7 +279,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                                      config.train.preempted_exit_status)
   skipped = 0  # unreadable images already reported
   preempted_last = False  # the signal's agreed step is the last step
-  finished = False
+  error = None  # the exception leaving the loop, if any
   try:
     with watch:
       for step in bar:
@@ -325,14 +325,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             saver.finish()  # sealed before the process exits
           writer.close()
           raise watch.preempted(done)
-    finished = True
+  except BaseException as e:
+    error = e
+    raise
   finally:
     # Also on errors: let an in-flight save finish rather than die half-done.
     with monitor.timed(seconds, "checkpoint_save"):
       try:
         saver.finish()
       except checkpoints.CheckpointSaveError:
-        if finished:
+        # A failed write (e.g. a full disk) is the cause to report, also
+        # when another write (metrics) failed first for the same reason.
+        if error is None or isinstance(error, OSError):
           raise
   if preempted_last:
     writer.close()
