@@ -116,8 +116,11 @@ def _results(workdir):
 
 
 def _metrics(workdir):
+  """metrics.jsonl rows without the host's peak memory (not a number of
+  the run: it differs between any two processes)."""
   lines = (pathlib.Path(workdir) / "metrics.jsonl").read_text().splitlines()
-  return [json.loads(line) for line in lines]
+  return [{k: v for k, v in json.loads(line).items()
+           if k != "host_peak_rss_mib"} for line in lines]
 
 
 def _final_state(workdir) -> dict:
