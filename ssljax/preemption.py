@@ -26,6 +26,7 @@ import signal
 import threading
 import time
 
+import jax
 from jax.experimental import multihost_utils
 
 __all__ = ["Preempted", "PreemptionWatch", "message"]
@@ -57,11 +58,6 @@ def message(step, phase: str = "training") -> str:
           "evaluators that have no result yet")
 
 
-def _distributed() -> bool:
-  from jax._src import distributed  # pylint: disable=import-outside-toplevel
-  return distributed.global_state.client is not None
-
-
 class PreemptionWatch:
   """Catches preemption signals; answers, step by step, whether to stop.
 
@@ -85,7 +81,7 @@ class PreemptionWatch:
     self._previous = {}
     # One process without jax.distributed: a Python flag. Otherwise the
     # coordination service decides (see the module docstring).
-    self.synced = _distributed()
+    self.synced = jax.distributed.is_initialized()
 
   def _handler(self, signum, frame):
     del frame

@@ -166,6 +166,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     FloatingPointError: the loss or a gradient became non-finite.
     ssljax.checkpoints.CheckpointRestoreError: checkpoints exist under
       workdir but none restores (each step and its reason in the message).
+    ssljax.checkpoints.CheckpointSaveError: a checkpoint could not be
+      written (disk full, directory unwritable); the earlier one is intact.
+    OSError: metrics.jsonl or TensorBoard could not be written.
+    ssljax.preemption.Preempted: a signal of
+      ``config.train.preemption_signals`` arrived; the checkpoint of the
+      step it stopped at is written (`ssljax.preemption`).
+
+  An evaluator that raises does not raise here: its error is in
+  ``results["evals"][name]`` and ``results["failed_evaluators"]``
+  (`ssljax.faults.EvaluatorRunner`).
   """
   start_time = time.time()
   seconds = {}  # wall time of each phase, results.json "seconds"
