@@ -299,8 +299,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         guard.after_step(done, metrics)
         log = done % config.log_every_steps == 0 or done == total_steps
         save = done % config.checkpoint_every_steps == 0 or done == total_steps
-        # Preempted: finish this step, checkpoint it, flush metrics, stop
-        # (on several processes all stop at the same step).
+        # Preempted: finish this step, checkpoint it, close the metric
+        # writers (their lines are those of an uninterrupted run), stop; on
+        # several processes all stop at the same step.
         # The sync point needs every step id, the last one included.
         stop = watch.requested(done)
         preempted_last, stop = stop and done == total_steps, stop and done < total_steps
@@ -314,9 +315,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
           guard.values(done, metrics)  # never evaluate a non-finite step
         for ev in due:
           measured.update(runner.run(ev, state, final=False))
-        if measured and not (log or stop):
+        if measured and not log:
           writer.write(done, measured)
-        if log or stop:
+        if log:
           values.update(measured)
           line, skipped = inputs.skipped_images_warning(train_source, skipped)
           if line and jax.process_index() == 0:
