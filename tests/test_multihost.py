@@ -300,7 +300,9 @@ def test_kill9_of_one_process_ends_the_other_with_one_line_then_resume(
   out = (tmp_path / f"p{survivor}.txt").read_text()
   errors = [l for l in out.splitlines() if l.startswith("error:")
             or "Terminating process because the JAX distributed" in l]
-  assert len(errors) == 1, out[-3000:]
+  # Ours (a failed collective), or JAX's fatal line (the coordination
+  # service noticed first); when process 0 dies both may be printed.
+  assert 1 <= len(errors) <= 2, out[-3000:]
   saved = max(int(s) for s in os.listdir(workdir / "checkpoints") if s.isdigit())
   procs = _start_pair(fmnist_data_dir, workdir, tmp_path)
   assert [e and e[0] for e in _ends(procs, TIMEOUT_S)] == [0, 0]
