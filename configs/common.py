@@ -103,6 +103,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.weight_decay = 1e-4  # on kernels only (not biases, BatchNorm)
   c.optim.warmup_epochs = 1.0  # linear warm-up, then cosine decay
   c.optim.end_lr_factor = 0.01  # final lr = factor × peak
+  # Rescale the gradient to this global L2 norm when larger (0: off).
+  c.optim.clip_grad_norm = 0.0
   # LARS only: read when optim.name == "lars", ignored by adamw.
   c.optim.lars = config_dict.ConfigDict()
   c.optim.lars.momentum = 0.9  # heavy-ball momentum of LARS
@@ -118,6 +120,19 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.checkpoint_every_steps = 200  # orbax checkpoint period
   c.keep_checkpoints = 2  # newest checkpoints kept
 
+  # Faults during training (docs/guide/checkpoints.md).
+  c.train = config_dict.ConfigDict()
+  # A step whose loss terms or gradients hold a NaN/Inf: "stop" the run
+  # (naming the step and the last good checkpoint) or "skip" its update
+  # (state unchanged, counted in metrics.jsonl as "skipped_steps").
+  c.train.on_nonfinite = "stop"
+  c.train.max_skipped = 10  # "skip": stop after this many skips in a row
+  # Signals that preempt the run: finish the step, checkpoint it, exit.
+  # SLURM's `--signal=USR1@90` needs "SIGUSR1" added here.
+  c.train.preemption_signals = ("SIGTERM", "SIGINT")
+  # Exit status after a preemption (0; or e.g. a scheduler's requeue code).
+  c.train.preempted_exit_status = 0
+
   # Multi-process (multi-host) runs: ssljax.distributed, README "Multi-host".
   # Each None falls back to the environment variable named, then to jax's
   # cluster detection (SLURM srun, Open MPI, Cloud TPU pod slices).
@@ -127,6 +142,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.distributed.coordinator_address = config_dict.placeholder(str)
   c.distributed.num_processes = config_dict.placeholder(int)  # $JAX_NUM_PROCESSES
   c.distributed.process_id = config_dict.placeholder(int)  # $JAX_PROCESS_ID
+  # Seconds without a heartbeat before the coordination service declares a
+  # process dead and every other process stops (jax's default: 100).
+  c.distributed.heartbeat_timeout_seconds = 30
+  # Seconds to wait for every process to join at start (jax's: 300).
+  c.distributed.initialization_timeout_seconds = 300
 
   # What the evaluators read: feature extraction and the view samples.
   c.eval_inputs = config_dict.ConfigDict()

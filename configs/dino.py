@@ -38,6 +38,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.dino_head.num_layers = 3  # MLP layers before the bottleneck
   c.model.dino_head.use_bn = False  # BatchNorm in the MLP's hidden layers
   c.model.dino_head.norm_last_layer = True  # weight-normalised, fixed norm
+  # Official recipe: gradients clipped at norm 3.0 (per tensor there, global
+  # norm here) and the last layer frozen during the first epoch.
+  c.optim.clip_grad_norm = 3.0
+  c.optim.freeze_last_layer_epochs = 1.0
   # Teacher momentum 0.996 -> 1 on a cosine (official default).
   c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.996

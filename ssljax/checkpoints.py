@@ -34,7 +34,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-__all__ = ["MANIFEST", "CheckpointRestoreError", "seal", "verify",
+__all__ = ["MANIFEST", "CheckpointRestoreError", "CheckpointSaveError", "seal", "verify",
            "restore_latest", "saved_fields", "layout_problem"]
 
 MANIFEST = "ssljax_checksums.json"
@@ -44,6 +44,13 @@ _CHUNK = 1 << 20  # bytes read at a time while hashing
 class CheckpointRestoreError(RuntimeError):
   """No checkpoint step could be restored; the message lists each step tried
   and why it failed. Nothing on disk was changed."""
+
+
+class CheckpointSaveError(RuntimeError):
+  """A checkpoint could not be written (disk full, directory unwritable);
+  the message names the directory, the cause and the newest intact step,
+  which stays restorable (orbax renames a step into place only once it is
+  complete, and `restore_latest` checks the manifests)."""
 
 
 def _step_dir(manager: ocp.CheckpointManager, step: int) -> str:

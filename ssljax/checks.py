@@ -50,19 +50,27 @@ def is_concrete(x) -> bool:
 
 
 def as_float(x) -> jax.Array:
-  """`jnp.asarray(x)`; integer and bool inputs become the default float.
+  """`jnp.asarray(x)`; integer and bool inputs become the default float, and
+  floats narrower than 32 bits (bfloat16, float16) become float32.
+
+  The losses read their inputs through this function, so under mixed
+  precision (a bfloat16 network) their sums, normalisations, softmax and
+  log-sum-exp run in float32 (tests/test_losses_bf16.py).
 
   Args:
     x: array-like of any shape and dtype.
 
   Returns:
-    jax.Array of x's shape: x's dtype if floating, else the default float dtype
-      (float32, or float64 with `jax_enable_x64`).
+    jax.Array of x's shape: x's dtype if a float of 32 or 64 bits, float32
+      for bfloat16 and float16, else the default float dtype (float32, or
+      float64 with `jax_enable_x64`).
   """
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   x = jnp.asarray(x)
   if not jnp.issubdtype(x.dtype, jnp.floating):
     x = x.astype(jnp.result_type(float))
+  elif x.dtype.itemsize < 4:
+    x = x.astype(jnp.float32)
   return x
 
 

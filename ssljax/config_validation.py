@@ -46,6 +46,13 @@ def _num_steps(v):
 _anything = config_rules.anything
 
 
+def _signals(v):
+  names = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP")
+  if isinstance(v, (tuple, list)) and all(s in names for s in v):
+    return None
+  return f"a tuple of signal names among {names}"
+
+
 # The common fields of every config (configs/common.py), with what they
 # accept. A method's own fields (method, loss, heads, teacher, graph) are
 # declared and checked by its module (ssljax.methods).
@@ -97,6 +104,11 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "optim.end_lr_factor": _real(0.0, 1.0),
     "optim.lars.momentum": _real(0.0, 1.0, hi_open=True),
     "optim.lars.trust_coefficient": _real(0.0, lo_open=True),
+    "optim.clip_grad_norm": _real(0.0),
+    "train.on_nonfinite": _one_of("stop", "skip"),
+    "train.max_skipped": _int(1),
+    "train.preemption_signals": _signals,
+    "train.preempted_exit_status": _int(0),
     "batch_size": _int(2),
     "epochs": _real(0.0, lo_open=True),
     "num_steps": _num_steps,
@@ -107,6 +119,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "distributed.coordinator_address": _str(none_ok=True),
     "distributed.num_processes": _int(1, none_ok=True),
     "distributed.process_id": _int(0, none_ok=True),
+    "distributed.heartbeat_timeout_seconds": _int(1),
+    "distributed.initialization_timeout_seconds": _int(1),
     "eval_inputs.batch_size": _int(1),
     "eval_inputs.baselines": _bool,
     "eval_inputs.crop_fraction": _real(0.0, 1.0, lo_open=True),

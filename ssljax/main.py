@@ -37,6 +37,8 @@ flags.mark_flags_as_required(["config", "workdir"])
 _SUMMARY_KEYS = ("dataset", "method", "epochs", "steps", "wall_seconds")
 USAGE_ERROR = 2  # exit status of a user error (bad flag, config or file)
 RUN_ERROR = 1  # exit status of a run that failed (data, checkpoints, NaN)
+EVAL_ERROR = 3  # training finished, but an evaluator failed (results.json)
+# A preempted run exits with config.train.preempted_exit_status (0 default).
 
 
 def _verbose(argv) -> bool:
@@ -168,15 +170,34 @@ def main(argv):
   except OSError as e:
     _fail(f"--workdir={_WORKDIR.value}: cannot be used ({e})", USAGE_ERROR)
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import jax  # pylint: disable=import-outside-toplevel
   from ssljax import checkpoints, data, distributed, train  # pylint: disable=import-outside-toplevel
+  from ssljax import preemption  # pylint: disable=import-outside-toplevel
   # TF only feeds data: keep it off accelerators that JAX needs.
   tf.config.set_visible_devices([], "GPU")
-  # Before anything creates JAX's backend: a multi-process run joins here.
-  distributed.initialize(config.distributed)
   try:
+    # Before anything creates JAX's backend: a multi-process run joins
+    # here, and every process must run the same config and code.
+    if distributed.initialize(config.distributed):
+      distributed.check_same_run(config)
     results = train.train_and_evaluate(config, _WORKDIR.value)
+  except preemption.Preempted as e:
+    if jax.process_index() == 0:
+      print(str(e), file=sys.stderr, flush=True)
+    sys.exit(e.exit_status)
+  except jax.errors.JaxRuntimeError as e:
+    if jax.process_count() == 1 or flags.FLAGS.verbosity >= 1:
+      raise
+    # A collective failed: another process of the run died. Leave at once:
+    # jax's exit handler would wait for the dead process at a shutdown
+    # barrier until the heartbeat timeout and then abort.
+    print(f"error: process {jax.process_index()}: {distributed.lost_peer(e)}",
+          file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(RUN_ERROR)  # pylint: disable=protected-access
   except (data.DatasetUnavailableError, checkpoints.CheckpointRestoreError,
-          FloatingPointError) as e:
+          checkpoints.CheckpointSaveError, distributed.MismatchError,
+          FloatingPointError, OSError) as e:
     if flags.FLAGS.verbosity >= 1:
       raise
     _fail(str(e).replace("\n", " "), RUN_ERROR)
@@ -185,6 +206,11 @@ def main(argv):
   summary.update({k: v for k, v in results.get("evals", {}).items()
                   if k.endswith("test_accuracy")})
   print(json.dumps(summary, indent=2))
+  if results.get("failed_evaluators"):
+    _fail(f"evaluator(s) {', '.join(results['failed_evaluators'])} failed "
+          "(error and message under their names in results.json); rerun the "
+          "same command to run only the evaluators without a result",
+          EVAL_ERROR)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ measures the phases reported in results.json.
 """
 
 import contextlib
+import errno
 import json
 import os
+import re
 import resource
 import time
 
@@ -20,7 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-__all__ = ["MetricWriter", "JsonLinesWriter", "kept_line", "atomic_write",
+__all__ = ["MetricWriter", "JsonLinesWriter", "kept_line", "write_cause",
+           "atomic_write",
            "all_finite", "peak_rss_mib",
            "checkpoint_note", "check_metrics_finite", "check_state_finite",
            "timed"]
@@ -135,17 +138,22 @@ class MetricWriter:
       else:
         raise ValueError(f"metric {name!r} has shape {value.shape}; a "
                          "writer takes scalars and 1-D arrays")
-    if step <= self.resume_step:
-      self._forget(step, set(metrics))
-    if scalars:
-      self.writers.write_scalars(step, scalars)
-    if arrays:
-      self.jsonl.write_histograms(step, arrays)
-      finite = {k: v for k, v in arrays.items()
-                if v.size and np.all(np.isfinite(v))}
-      if finite:
-        self.tensorboard.write_histograms(step, finite)
-    self.writers.flush()
+    try:
+      if step <= self.resume_step:
+        self._forget(step, set(metrics))
+      if scalars:
+        self.writers.write_scalars(step, scalars)
+      if arrays:
+        self.jsonl.write_histograms(step, arrays)
+        finite = {k: v for k, v in arrays.items()
+                  if v.size and np.all(np.isfinite(v))}
+        if finite:
+          self.tensorboard.write_histograms(step, finite)
+      self.writers.flush()
+    except Exception as e:  # pylint: disable=broad-except
+      # TensorFlow's summary writer raises its own error types.
+      raise OSError(f"cannot write the metrics of step {step} under "
+                    f"{os.path.dirname(self.path)} ({write_cause(e)})") from e
 
   def _forget(self, step: int, names: set):
     """Removes ``names`` from the existing lines of ``step``."""
@@ -166,6 +174,26 @@ class MetricWriter:
   def close(self):
     if self.active:
       self.writers.close()
+
+
+def write_cause(exc: BaseException) -> str:
+  """The cause of a failed write in a few words: the OSError's strerror
+  (errno), the errno named in a tensorstore or TensorFlow message (e.g.
+  "No space left on device"), else ``Type: first line``."""
+  root = exc
+  while not isinstance(root, OSError) and (root.__cause__ or root.__context__):
+    root = root.__cause__ or root.__context__
+  if isinstance(root, OSError) and root.errno:
+    return f"{root.strerror or os.strerror(root.errno)} (errno {root.errno})"
+  text = str(exc)
+  code = re.search(r"os_error_code='?(\d+)", text)
+  if code:
+    return f"{os.strerror(int(code.group(1)))} (errno {code.group(1)})"
+  for number in (errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT):
+    if os.strerror(number) in text:
+      return f"{os.strerror(number)} (errno {number})"
+  line = (text.strip().splitlines() or [""])[0][:200]
+  return f"{type(exc).__name__}: {line}".rstrip(": ")
 
 
 def kept_line(line: str, resume_step: int) -> bool:

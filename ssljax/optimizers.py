@@ -2,17 +2,19 @@
 
 Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 "lars"), ``learning_rate`` (peak, per batch of 256 samples),
-``weight_decay``, ``warmup_epochs``, ``end_lr_factor`` and, for LARS only,
-``lars.momentum`` and ``lars.trust_coefficient``.
+``weight_decay``, ``warmup_epochs``, ``end_lr_factor``, ``clip_grad_norm``
+(global-norm clipping, 0: off), optionally ``freeze_last_layer_epochs``
+(DINO) and, for LARS only, ``lars.momentum`` and ``lars.trust_coefficient``.
 """
 
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import optax
 
-__all__ = ["create_learning_rate_fn", "create_optimizer"]
+__all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while"]
 
 OPTIMIZERS = ("adamw", "lars")
 
@@ -48,33 +50,99 @@ def _decay_mask(params):
   return jax.tree.map(lambda p: p.ndim > 1, params)
 
 
-def create_optimizer(optim: ml_collections.ConfigDict,
-                     learning_rate_fn) -> optax.GradientTransformation:
-  """optax AdamW or LARS from ``config.optim``.
+def _last_layer_mask(params):
+  # DINO's weight-normalised last layer: "last_layer_v" (and "last_layer_g").
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: any("last_layer" in str(getattr(k, "key", k))
+                          for k in path), params)
 
-  Weight decay (and LARS's trust ratio) applies to parameters with ndim > 1
-  only (kernels), not to biases or BatchNorm scales and offsets.
+
+def freeze_while(num_steps: int, mask) -> optax.GradientTransformation:
+  """Zeroes the gradients/updates of the ``mask``-ed parameters during the
+  first ``num_steps`` calls (its own step counter), then passes them on.
+
+  Chained before and after an optimiser, a frozen parameter gets a zero
+  gradient (its moments stay where they were: zero at the start) and a
+  zero update (no weight decay either), so it does not move: DINO's
+  ``freeze_last_layer`` (Caron et al. 2021, arXiv 2104.14294, official
+  code: the last layer's gradients are cancelled during the first epoch).
+  Unlike PyTorch, where a parameter without gradient is skipped, optax's
+  Adam step count still advances for it, so its first bias corrections
+  after the freeze differ.
 
   Args:
-    optim: ``config.optim``: ``name`` ("adamw" | "lars"), ``weight_decay``;
-      for "lars" also ``lars.momentum`` (heavy-ball momentum in [0, 1)) and
+    num_steps: steps (int >= 0) during which the masked leaves are frozen.
+    mask: pytree of bools like the params, or a function params -> such.
+
+  Returns:
+    an optax GradientTransformation with state (count,).
+  """
+  def init(params):
+    del params
+    return optax.ScaleByScheduleState(count=jnp.zeros([], jnp.int32))
+
+  def update(updates, state, params=None):
+    frozen = state.count < num_steps
+    flags = mask(updates) if callable(mask) else mask
+    updates = jax.tree.map(
+        lambda u, m: jnp.where(frozen & m, jnp.zeros_like(u), u),
+        updates, flags)
+    return updates, optax.ScaleByScheduleState(
+        count=optax.safe_increment(state.count))
+
+  return optax.GradientTransformation(init, update)
+
+
+def create_optimizer(optim: ml_collections.ConfigDict,
+                     learning_rate_fn, steps_per_epoch: int = 1
+                     ) -> optax.GradientTransformation:
+  """optax AdamW or LARS from ``config.optim``, with optional clipping and
+  freezing.
+
+  Weight decay (and LARS's trust ratio) applies to parameters with ndim > 1
+  only (kernels), not to biases or BatchNorm scales and offsets. With
+  ``clip_grad_norm`` > 0 the gradient is first rescaled to global L2 norm
+  at most that value (``optax.clip_by_global_norm``; the official DINO
+  code clips at 3.0, per parameter tensor there, globally here). With
+  ``freeze_last_layer_epochs`` > 0 (a field of DINO's config) the
+  parameters named ``last_layer*`` do not move during that many epochs
+  (`freeze_while`).
+
+  Args:
+    optim: ``config.optim``: ``name`` ("adamw" | "lars"), ``weight_decay``,
+      ``clip_grad_norm`` (float >= 0, 0: no clipping); optionally
+      ``freeze_last_layer_epochs`` (float >= 0); for "lars" also
+      ``lars.momentum`` (heavy-ball momentum in [0, 1)) and
       ``lars.trust_coefficient`` (η of the layer-wise trust ratio, > 0).
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
       a constant lr.
+    steps_per_epoch: converts ``freeze_last_layer_epochs`` to steps.
 
   Returns:
-    the optax GradientTransformation.
+    the optax GradientTransformation. Its state is the bare optimiser's
+    unless clipping or freezing is on (then an ``optax.chain`` state).
 
   Raises:
     ValueError: ``optim.name`` is neither "adamw" nor "lars".
   """
   if optim.name == "adamw":
-    return optax.adamw(learning_rate_fn, weight_decay=optim.weight_decay,
-                       mask=_decay_mask)
-  if optim.name == "lars":
-    return optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
-                      weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
-                      trust_coefficient=optim.lars.trust_coefficient,
-                      momentum=optim.lars.momentum)
-  raise ValueError(f"unknown optimiser {optim.name!r}; expected one of "
-                   f"{OPTIMIZERS}")
+    tx = optax.adamw(learning_rate_fn, weight_decay=optim.weight_decay,
+                     mask=_decay_mask)
+  elif optim.name == "lars":
+    tx = optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
+                    weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
+                    trust_coefficient=optim.lars.trust_coefficient,
+                    momentum=optim.lars.momentum)
+  else:
+    raise ValueError(f"unknown optimiser {optim.name!r}; expected one of "
+                     f"{OPTIMIZERS}")
+  chain = [tx]
+  freeze_steps = int(round(optim.get("freeze_last_layer_epochs", 0.0)
+                           * steps_per_epoch))
+  if freeze_steps > 0:
+    chain = [freeze_while(freeze_steps, _last_layer_mask), tx,
+             freeze_while(freeze_steps, _last_layer_mask)]
+  clip = optim.get("clip_grad_norm", 0.0)
+  if clip:
+    chain.insert(0, optax.clip_by_global_norm(clip))
+  return chain[0] if len(chain) == 1 else optax.chain(*chain)

@@ -22,8 +22,9 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
-from ssljax import (checkpoints, config_validation, data, evaluate,
-                    evaluators, inputs, methods, monitor, report)
+from ssljax import (checkpoints, config_validation, data, distributed,
+                    evaluate, evaluators, faults, inputs, methods, monitor,
+                    preemption, report)
 # Re-exported (train.__all__): the state and what builds it.
 from ssljax.train_state import (TrainState, create_learning_rate_fn,
                                 create_optimizer, create_probe_optimizer,
@@ -45,7 +46,7 @@ __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
 # --------------------------------------------------------------- train step --
 def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
                seed: int = 0, total_steps: int = 1, steps_per_epoch: int = 1,
-               probe_tx=None):
+               probe_tx=None, on_nonfinite: str = "stop"):
   """One optimiser step of ``state.method`` on a batch; the same for every
   method.
 
@@ -70,11 +71,14 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
     total_steps, steps_per_epoch: the run's length (the methods'
       schedules).
     probe_tx: optax optimiser of the online probe.
+    on_nonfinite: "stop" (the host stops the run) | "skip": a step whose
+      loss terms or gradients are not all finite keeps the old state
+      (`ssljax.faults.skip_nonfinite`) and reports "skipped" = 1.
 
   Returns:
     (new state, dict of scalar metrics: the method's loss terms and
-    schedules, "grad_norm", and the online probe's loss and accuracy when
-    it trains).
+    schedules, "grad_norm", the online probe's loss and accuracy when it
+    trains, and "skipped" under "skip").
   """
   key = jax.random.fold_in(jax.random.key(seed), state.step)
   views = data.device_views(batch, key, spec)
@@ -98,6 +102,8 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
         state.probe, aux.representation, batch["probe_labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
+  if on_nonfinite == "skip":
+    new, metrics = faults.skip_nonfinite(state, new, metrics, grads)
   return new, metrics
 
 
@@ -117,7 +123,8 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
       functools.partial(train_step, spec=data.view_spec(config.views),
                         seed=config.seed, total_steps=total_steps,
                         steps_per_epoch=steps_per_epoch,
-                        probe_tx=create_probe_optimizer(config)),
+                        probe_tx=create_probe_optimizer(config),
+                        on_nonfinite=config.train.on_nonfinite),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
 
@@ -159,6 +166,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     FloatingPointError: the loss or a gradient became non-finite.
     ssljax.checkpoints.CheckpointRestoreError: checkpoints exist under
       workdir but none restores (each step and its reason in the message).
+    ssljax.checkpoints.CheckpointSaveError: a checkpoint could not be
+      written (disk full, directory unwritable); the earlier one is intact.
+    OSError: metrics.jsonl or TensorBoard could not be written.
+    ssljax.preemption.Preempted: a signal of
+      ``config.train.preemption_signals`` arrived; the checkpoint of the
+      step it stopped at is written (`ssljax.preemption`).
+
+  An evaluator that raises does not raise here: its error is in
+  ``results["evals"][name]`` and ``results["failed_evaluators"]``
+  (`ssljax.faults.EvaluatorRunner`).
   """
   start_time = time.time()
   seconds = {}  # wall time of each phase, results.json "seconds"
@@ -190,7 +207,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   method = methods.build(config)
   lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
                                   steps_per_epoch, total_steps)
-  tx = create_optimizer(config.optim, lr_fn)
+  tx = create_optimizer(config.optim, lr_fn, steps_per_epoch)
   probe_tx = create_probe_optimizer(config)  # None: no online probe
   num_classes = (int(train_source.num_classes or 0)
                  if probe_tx is not None else 0)
@@ -258,53 +275,84 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   bar = tqdm.tqdm(range(start_step, total_steps), initial=start_step,
                   total=total_steps, desc=config.method, unit="step",
                   disable=jax.process_index() != 0)
-  # Every step's metrics are checked for NaN/Inf, one step late: the check of
-  # step s is queued behind step s + 1, so the host never idles waiting for
-  # the device. Log and checkpoint steps are checked before anything is
-  # written, so no file ever holds a non-finite step.
-  unchecked = None  # (step, metrics, finite flag) not yet read by the host
+  # Every step's NaN/Inf flag is read one step late (config.train.
+  # on_nonfinite; ssljax.faults): the check of step s is queued behind step
+  # s + 1, so the host never idles waiting for the device. Log, checkpoint
+  # and evaluation steps are settled before anything is written.
+  guard = faults.NonfiniteGuard(config.train.on_nonfinite,
+                                config.train.max_skipped, ckpt)
+  saver = faults.CheckpointSaver(ckpt)
+  runner = faults.EvaluatorRunner(workdir, seconds, total_steps,
+                                  resumed_final=start_step == total_steps,
+                                  entries=config.evals)
+  watch = preemption.PreemptionWatch(config.train.preemption_signals,
+                                     config.train.preempted_exit_status)
   skipped = 0  # unreadable images already reported
+  preempted_last = False  # the signal's agreed step is the last step
+  error = None  # the exception leaving the loop, if any
   try:
-    for step in bar:
-      batch = inputs.to_device_batch(next(batches), mesh)
-      state, metrics = step_fn(state, batch)
-      done = step + 1
-      if unchecked is not None and not bool(unchecked[2]):
-        monitor.check_metrics_finite(unchecked[1], unchecked[0], ckpt)  # raises
-      unchecked = (done, metrics, monitor.all_finite(metrics))
-      log = done % config.log_every_steps == 0 or done == total_steps
-      save = done % config.checkpoint_every_steps == 0 or done == total_steps
-      if log or save:  # the last step is both: nothing stays unchecked
-        values, unchecked = monitor.check_metrics_finite(metrics, done, ckpt), None
-      # Periodic evaluators (the last step's run after the loop), on the
-      # state before its checkpoint: a resume never repeats them.
-      measured = {}
-      due = [ev for ev in evals if done < total_steps and ev.due(done)]
-      if due and unchecked is not None:  # never evaluate a non-finite step
-        values, unchecked = monitor.check_metrics_finite(metrics, done, ckpt), None
-      for ev in due:
-        with monitor.timed(seconds, f"eval/{ev.name}"):
-          measured.update(ev.run(state))
-      if measured and not log:
-        writer.write(done, measured)
-      if log:
-        values.update(measured)
-        line, skipped = inputs.skipped_images_warning(train_source, skipped)
-        if line and jax.process_index() == 0:
-          tqdm.tqdm.write(line, file=sys.stderr)
-        values["learning_rate"] = float(lr_fn(step))
-        values["host_peak_rss_mib"] = monitor.peak_rss_mib()
-        writer.write(done, values)
-        bar.set_postfix(loss=f"{values['loss']:.4g}")
-      if save:
-        with monitor.timed(seconds, "checkpoint_save"):
-          monitor.check_state_finite(state, done, ckpt)
-          checkpoints.seal(ckpt)  # checksums of the finished earlier steps
-          ckpt.save(done, args=ocp.args.StandardSave(state))
+    with watch:
+      for step in bar:
+        batch = inputs.to_device_batch(next(batches), mesh)
+        state, metrics = step_fn(state, batch)
+        done = step + 1
+        guard.after_step(done, metrics)
+        log = done % config.log_every_steps == 0 or done == total_steps
+        save = done % config.checkpoint_every_steps == 0 or done == total_steps
+        # Preempted: finish this step, checkpoint it, close the metric
+        # writers (their lines are those of an uninterrupted run), stop; on
+        # several processes all stop at the same step.
+        # The sync point needs every step id, the last one included.
+        stop = watch.requested(done)
+        preempted_last, stop = stop and done == total_steps, stop and done < total_steps
+        if log or save or stop:  # the last step is all: nothing unsettled
+          values = guard.values(done, metrics)
+        # Periodic evaluators (the last step's run after the loop), on the
+        # state before its checkpoint: a resume never repeats them.
+        measured = {}
+        due = [ev for ev in evals if done < total_steps and ev.due(done)]
+        if due:
+          guard.values(done, metrics)  # never evaluate a non-finite step
+        for ev in due:
+          measured.update(runner.run(ev, state, final=False))
+        if measured and not log:
+          writer.write(done, measured)
+        if log:
+          values.update(measured)
+          line, skipped = inputs.skipped_images_warning(train_source, skipped)
+          if line and jax.process_index() == 0:
+            tqdm.tqdm.write(line, file=sys.stderr)
+          values["learning_rate"] = float(lr_fn(step))
+          values["host_peak_rss_mib"] = monitor.peak_rss_mib()
+          writer.write(done, values)
+          bar.set_postfix(loss=f"{values['loss']:.4g}"
+                          if "loss" in values else "skipped")
+        if save or stop:
+          with monitor.timed(seconds, "checkpoint_save"):
+            monitor.check_state_finite(state, done, ckpt)
+            saver.save(done, state)
+        if stop:
+          with monitor.timed(seconds, "checkpoint_save"):
+            saver.finish()  # sealed before the process exits
+          writer.close()
+          raise watch.preempted(done)
+  except BaseException as e:
+    error = e
+    raise
   finally:
     # Also on errors: let an in-flight save finish rather than die half-done.
     with monitor.timed(seconds, "checkpoint_save"):
-      checkpoints.seal(ckpt)
+      try:
+        saver.finish()
+      except checkpoints.CheckpointSaveError:
+        # A failed write (e.g. a full disk) is the cause to report, also
+        # when another write (metrics) failed first for the same reason.
+        if error is None or isinstance(error, OSError):
+          raise
+  if preempted_last:
+    writer.close()
+    ckpt.close()
+    raise watch.preempted(total_steps)
   train_seconds = time.time() - train_start
   # Train steps (incl. compile, input pipeline, logging): the loop's time
   # minus that spent blocked in checkpoint saves (orbax writes asynchronously)
@@ -315,13 +363,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # Evaluation after the last step: every evaluator, on the final state
   # (offline probe, k-NN, baselines, label-free metrics; config.evals),
   # written at the last step (rewritten, not repeated, when a finished run
-  # is run again: monitor.MetricWriter).
+  # is run again: monitor.MetricWriter). An evaluator that raises is
+  # recorded and the others still run; each result is kept as soon as it
+  # exists (final_evals.json), so a preempted or failed evaluation is
+  # rerun for the missing evaluators only.
   final = {}
-  for ev in evals:
-    with monitor.timed(seconds, f"eval/{ev.name}", announce=True):
-      final.update(ev.run(state))
+  with watch:
+    for i, ev in enumerate(evals):
+      if watch.requested(total_steps + 1 + i):
+        if final:
+          writer.write(total_steps, final)
+        writer.close()
+        ckpt.close()
+        raise watch.preempted(total_steps, "evaluation")
+      final.update(runner.run(ev, state, final=True))
   if final:
     writer.write(total_steps, final)
+  writer.close()
   results = {
       "dataset": config.dataset.name,
       "method": config.method,
@@ -334,8 +392,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       "train_seconds": train_seconds,
       "num_devices": jax.device_count(),
       "evals": {k: (v.tolist() if isinstance(v, np.ndarray) else v)
-                for k, v in final.items()},
+                for k, v in runner.results().items()},
+      "failed_evaluators": sorted(runner.errors),
   }
+  if config.train.on_nonfinite == "skip":
+    results["skipped_steps"] = guard.skipped
   results["wall_seconds"] = time.time() - start_time
   results["seconds"] = seconds
   if jax.process_index() == 0:

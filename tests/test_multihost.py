@@ -9,6 +9,8 @@ and only process 0 may write files under the workdir.
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -213,3 +215,111 @@ def test_distributed_arguments_from_config_then_environment(monkeypatch):
     distributed._resolved(dist)
   dist.enabled = False
   assert distributed.initialize(dist) is False  # no-op: nothing initialised
+
+
+# ---------------------------------------------- faults of 2 processes (25) --
+_FAULT_OVERRIDES = ("--config.num_steps=16", "--config.checkpoint_every_steps=4",
+                    "--config.log_every_steps=1",
+                    "--config.eval_inputs.baselines=False",
+                    "--config.distributed.heartbeat_timeout_seconds=10",
+                    "--config.distributed.enabled=True")
+
+
+def _start_pair(data_dir, workdir, logdir, extra=((), ())):
+  """Two processes of the stretched smoke run; output to files (a full
+  pipe would stall them)."""
+  coordinator = f"127.0.0.1:{_free_port()}"
+  procs = []
+  for p in range(2):
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=1",
+               JAX_COORDINATOR_ADDRESS=coordinator, JAX_NUM_PROCESSES="2",
+               JAX_PROCESS_ID=str(p))
+    log = open(logdir / f"p{p}.txt", "w")  # pylint: disable=consider-using-with
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "ssljax.main", "--config",
+         os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
+         f"--config.dataset.data_dir={data_dir}", f"--workdir={workdir}",
+         *_FAULT_OVERRIDES, *extra[p]], cwd=REPO, env=env, stdout=log,
+        stderr=subprocess.STDOUT))
+  return procs
+
+
+def _wait_step(procs, workdir, step):
+  metrics, deadline = workdir / "metrics.jsonl", time.monotonic() + TIMEOUT_S
+  while not (metrics.exists() and f'"step": {step},' in metrics.read_text()):
+    assert all(p.poll() is None for p in procs), "exited early"
+    assert time.monotonic() < deadline, "hang"
+    time.sleep(0.02)
+
+
+def _ends(procs, timeout):
+  """[(exit status, seconds)] of each process, killing any still alive
+  after ``timeout`` seconds."""
+  start, ends = time.monotonic(), [None, None]
+  while None in ends and time.monotonic() - start < timeout:
+    for i, p in enumerate(procs):
+      if ends[i] is None and p.poll() is not None:
+        ends[i] = (p.returncode, time.monotonic() - start)
+    time.sleep(0.02)
+  for p in procs:
+    p.kill()
+    p.wait()
+  return ends
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_process_both_save_one_step_then_resume(
+    fmnist_data_dir, tmp_path):
+  workdir = tmp_path / "run"
+  procs = _start_pair(fmnist_data_dir, workdir, tmp_path)
+  _wait_step(procs, workdir, 6)
+  os.kill(procs[1].pid, signal.SIGTERM)
+  ends = _ends(procs, 300)
+  assert [e and e[0] for e in ends] == [0, 0], ends
+  out0 = (tmp_path / "p0.txt").read_text()
+  step = int(re.search(r"preempted at step (\d+): checkpoint written", out0)[1])
+  assert 6 <= step < 16 and str(step) in os.listdir(workdir / "checkpoints")
+  procs = _start_pair(fmnist_data_dir, workdir, tmp_path)
+  assert [e and e[0] for e in _ends(procs, TIMEOUT_S)] == [0, 0]
+  assert json.loads((workdir / "results.json").read_text())[
+      "resumed_from_step"] == step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", [1, 0])
+def test_kill9_of_one_process_ends_the_other_with_one_line_then_resume(
+    fmnist_data_dir, tmp_path, victim):
+  workdir = tmp_path / "run"
+  procs = _start_pair(fmnist_data_dir, workdir, tmp_path)
+  _wait_step(procs, workdir, 6)  # checkpoint 4 is written
+  os.kill(procs[victim].pid, signal.SIGKILL)
+  ends = _ends(procs, 120)  # heartbeat timeout 10 s: bounded
+  survivor = 1 - victim
+  assert ends[survivor] is not None and ends[survivor][0] != 0, ends
+  out = (tmp_path / f"p{survivor}.txt").read_text()
+  errors = [l for l in out.splitlines() if l.startswith("error:")
+            or "Terminating process because the JAX distributed" in l]
+  # Ours (a failed collective), or JAX's fatal line (the coordination
+  # service noticed first); when process 0 dies both may be printed.
+  assert 1 <= len(errors) <= 2, out[-3000:]
+  saved = max(int(s) for s in os.listdir(workdir / "checkpoints") if s.isdigit())
+  procs = _start_pair(fmnist_data_dir, workdir, tmp_path)
+  assert [e and e[0] for e in _ends(procs, TIMEOUT_S)] == [0, 0]
+  assert json.loads((workdir / "results.json").read_text())[
+      "resumed_from_step"] == saved
+
+
+@pytest.mark.slow
+def test_mismatched_config_is_refused_before_training(fmnist_data_dir,
+                                                      tmp_path):
+  workdir = tmp_path / "run"
+  procs = _start_pair(fmnist_data_dir, workdir, tmp_path,
+                      extra=((), ("--config.optim.learning_rate=0.004",)))
+  ends = _ends(procs, TIMEOUT_S)
+  assert [e and e[0] for e in ends] == [1, 1], ends
+  out = (tmp_path / "p0.txt").read_text()
+  assert re.search(r"error: process\(es\) \[1\] run another config or ssljax "
+                   "code than process 0", out), out[-3000:]
+  assert not (workdir / "checkpoints").exists() or not os.listdir(
+      workdir / "checkpoints")

@@ -116,8 +116,11 @@ def _results(workdir):
 
 
 def _metrics(workdir):
+  """metrics.jsonl rows without the host's peak memory (not a number of
+  the run: it differs between any two processes)."""
   lines = (pathlib.Path(workdir) / "metrics.jsonl").read_text().splitlines()
-  return [json.loads(line) for line in lines]
+  return [{k: v for k, v in json.loads(line).items()
+           if k != "host_peak_rss_mib"} for line in lines]
 
 
 def _final_state(workdir) -> dict:
@@ -368,3 +371,128 @@ def test_eight_devices_match_one_device(fmnist_data_dir, xla_cache, reference,
     atol = 3e-4 if "opt_state" in name else 1e-5
     np.testing.assert_allclose(value, want[name], rtol=0, atol=atol,
                                err_msg=name)
+
+
+# ------------------------------------------------------- preemption (25) ---
+def _run_and_signal(cmd, env, log_path, ready, signum=signal.SIGTERM):
+  """Starts ``cmd``, sends ``signum`` once ``ready()``; returns (exit
+  status, output, seconds from the signal to the exit)."""
+  with open(log_path, "w") as log:
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+      deadline = time.monotonic() + TIMEOUT
+      while not ready():
+        assert proc.poll() is None, pathlib.Path(log_path).read_text()[-3000:]
+        assert time.monotonic() < deadline, "signal point not reached: hang?"
+        time.sleep(0.005)
+      sent = time.monotonic()
+      os.kill(proc.pid, signum)
+      proc.wait(timeout=TIMEOUT)
+      seconds = time.monotonic() - sent
+    finally:
+      proc.kill()
+      proc.wait()
+  return proc.returncode, pathlib.Path(log_path).read_text(), seconds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,extra,status", [
+    (signal.SIGTERM, (), 0),
+    (signal.SIGUSR1, ('--config.train.preemption_signals=("SIGTERM","SIGUSR1")',
+                      "--config.train.preempted_exit_status=75"), 75)])
+def test_signal_mid_training_checkpoints_that_step_and_rerun_is_bit_exact(
+    fmnist_data_dir, xla_cache, reference, tmp_path, signum, extra, status):
+  workdir = tmp_path / "run"
+  cmd, env = _main_cmd(workdir, fmnist_data_dir, *extra), _env(xla_cache)
+  metrics = workdir / "metrics.jsonl"
+  # After the step-4 log line (checkpoints at 3, 6, 9): between two saves.
+  rc, output, _ = _run_and_signal(
+      cmd, env, tmp_path / "signalled.txt",
+      lambda: metrics.exists() and '"step": 4' in metrics.read_text(), signum)
+  assert rc == status, output[-3000:]
+  step = int(re.search(r"preempted at step (\d+): checkpoint written; rerun "
+                       r"the same command to resume", output).group(1))
+  assert 4 <= step < NUM_STEPS
+  assert str(step) in os.listdir(workdir / "checkpoints")
+  # Flushed: every line up to the step, as in the uninterrupted run.
+  kept = _metrics(workdir)
+  assert kept == [r for r in _metrics(reference) if r["step"] <= step]
+  output = _run(cmd, env, tmp_path / "rerun.txt")
+  assert f"from step {step}" in output
+  _assert_same_run(workdir, reference)
+
+
+@pytest.mark.slow
+def test_signal_during_final_evaluation_reruns_only_missing_evaluators(
+    fmnist_data_dir, xla_cache, reference, tmp_path):
+  workdir = tmp_path / "run"
+  cmd, env = _main_cmd(workdir, fmnist_data_dir), _env(xla_cache)
+  log = tmp_path / "signalled.txt"
+  rc, output, _ = _run_and_signal(
+      cmd, env, log, lambda: "eval/knn: done" in log.read_text())
+  assert rc == 0, output[-3000:]
+  assert "preempted during the final evaluation" in output
+  assert not (workdir / "results.json").exists()
+  assert str(NUM_STEPS) in os.listdir(workdir / "checkpoints")
+  output = _run(cmd, env, tmp_path / "rerun.txt")
+  assert f"from step {NUM_STEPS}" in output
+  assert "eval/knn: kept from the former run" in output
+  assert re.search(r"eval/\w+: done in", output)  # the missing ones ran
+  assert _results(workdir) == _results(reference)
+  assert _final_state(workdir).keys() == _final_state(reference).keys()
+
+
+# ------------------------------------------------------ storage (issue 25) --
+@pytest.mark.slow
+def test_full_disk_during_a_save_keeps_the_previous_checkpoint(
+    fmnist_data_dir, xla_cache, reference, tmp_path):
+  """A 260 KiB tmpfs as workdir (root only; skipped elsewhere): the second
+  checkpoint does not fit; one line names the path and the cause."""
+  mount = tmp_path / "small"
+  mount.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=260k", "tmpfs",
+                     str(mount)], capture_output=True).returncode:
+    pytest.skip("cannot mount a size-limited tmpfs here (needs root)")
+  try:
+    workdir = mount / "run"
+    proc = subprocess.run(_main_cmd(workdir, fmnist_data_dir), cwd=REPO,
+                          env=_env(xla_cache), text=True, capture_output=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (line,) = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    assert str(workdir) in line and "No space left on device" in line, line
+    saved = sorted(int(s) for s in os.listdir(workdir / "checkpoints")
+                   if s.isdigit())
+    assert saved, line
+    from ssljax import checkpoints  # pylint: disable=import-outside-toplevel
+    assert checkpoints.verify(str(workdir / "checkpoints" / str(saved[-1]))) is None
+    # Copied to a roomy disk, the run resumes from it and ends as the
+    # uninterrupted one.
+    roomy = tmp_path / "roomy"
+    subprocess.run(["cp", "-r", str(workdir), str(roomy)], check=True)
+    output = _run(_main_cmd(roomy, fmnist_data_dir), _env(xla_cache),
+                  tmp_path / "rerun.txt")
+    assert f"from step {saved[-1]}" in output
+    _assert_same_run(roomy, reference)
+  finally:
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+# ------------------------------------------------- skip policy (issue 25) --
+@pytest.mark.slow
+def test_skip_policy_on_a_diverging_run_stops_after_max_skipped(
+    fmnist_data_dir, xla_cache, tmp_path):
+  workdir = tmp_path / "run"
+  cmd = _main_cmd(workdir, fmnist_data_dir, "--config.optim.learning_rate=1e30",
+                  "--config.optim.warmup_epochs=0", "--config.log_every_steps=1",
+                  "--config.train.on_nonfinite=skip",
+                  "--config.train.max_skipped=3")
+  proc = subprocess.run(cmd, cwd=REPO, env=_env(xla_cache), text=True,
+                        capture_output=True, timeout=TIMEOUT)
+  assert proc.returncode == 1
+  assert re.search(r"error: 3 steps in a row \(steps \d+ to \d+\) had a "
+                   r"non-finite loss or gradient and were skipped",
+                   proc.stderr), proc.stderr[-3000:]
+  rows = _metrics(workdir)
+  assert rows[-1]["skipped_steps"] >= 2

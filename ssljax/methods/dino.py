@@ -27,6 +27,8 @@ _HEAD_FIELDS = {
     "model.dino_head.num_layers": rules.integer(1),
     "model.dino_head.use_bn": rules.boolean,
     "model.dino_head.norm_last_layer": rules.boolean,
+    # The last layer does not move for this many epochs (ssljax.optimizers).
+    "optim.freeze_last_layer_epochs": rules.real(0.0),
 }
 
 
