@@ -98,6 +98,9 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
         {"hidden_dim": 2048, "bottleneck_dim": 256, "out_dim": 4096,
          "num_layers": 3, "use_bn": False, "norm_last_layer": True})
     c.loss.form = "multi_view"  # DINOLoss over all (teacher, student) pairs
+    # DINO's last head layer frozen for its first epoch (Caron et al. 2021,
+    # arXiv 2104.14294, official code's freeze_last_layer=1).
+    c.optim.freeze_last_layer_epochs = 1.0
     # solo/methods/dino.py defaults: student 0.1, teacher 0.07, warm-up
     # start 0.04; solo/losses/dino.py center_momentum 0.9.
     c.loss.student_temperature = 0.1

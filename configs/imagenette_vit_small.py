@@ -60,6 +60,10 @@ def _dino(c):
       hidden_dim=2048, bottleneck_dim=256, out_dim=65536, num_layers=3,
       use_bn=False, norm_last_layer=True))
   c.teacher = config_dict.ConfigDict(dict(momentum=0.996, final_momentum=1.0))
+  # The official code's clip_grad=3.0 (here a global norm) and
+  # freeze_last_layer=1 epoch.
+  c.optim.clip_grad_norm = 3.0
+  c.optim.freeze_last_layer_epochs = 1.0
   v = c.views
   v.num_global, v.num_local = 2, 10
   v.local_size = 96

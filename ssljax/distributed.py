@@ -89,8 +89,9 @@ def initialize(dist: ml_collections.ConfigDict) -> bool:
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   jax.config.update("jax_enable_preemption_service", True)
   jax.distributed.initialize(
-      **args, heartbeat_timeout_seconds=dist.heartbeat_timeout_seconds,
-      initialization_timeout=dist.initialization_timeout_seconds)
+      **args,
+      heartbeat_timeout_seconds=dist.get("heartbeat_timeout_seconds", 30),
+      initialization_timeout=dist.get("initialization_timeout_seconds", 300))
   return True
 
 
