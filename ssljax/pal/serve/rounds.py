@@ -3,8 +3,8 @@
 A round (`train_round`) turns the answers into votes per pair, the votes
 into the completed contrastive graph (`strategy.graph_from_votes`: same ->
 +1, different -> -1, majority per pair, ties left out), and runs
-Algorithm 1 of Cabannes et al. 2023 (`ssljax.pal.run_pal`) on the pool with
-that graph, Adam on the unbiased degree-corrected minibatch estimate of
+Algorithm 1 of Cabannes et al. 2023 (`ssljax.pal.run_pal`) on the pool (or its
+views) with that graph, Adam on the unbiased degree-corrected minibatch estimate of
 ‖ZZᵀ − G‖² − ‖G‖² (`ssljax.pal.pal_minibatch_loss`). It starts from the
 previous finished round's variables (a warm start), so rounds continue one
 model.
