@@ -1,7 +1,8 @@
 """The annotation service's database and strategy, without a server.
 
 Schema migration (a version-1 database is upgraded in place, rows kept),
-token hashing, the graph of majority votes (ties left out), and the active
+token hashing, the graph of majority votes (ties left out), the round's
+mixed graph (augmentation views + answers, weights 1 − α and α), and the active
 strategy (pair form of Algorithm 3 of Cabannes et al. 2023) against a
 noise-free simulated annotator.
 """
