@@ -70,4 +70,16 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.train.lr = 1e-3  # Adam on the network
   c.train.scale_lr = 0.05  # Adam on the learned output scale exp(s)
   c.train.signed = True  # "different" answers enter G as -1 (eq. 15), else 0
+  # The round's graph. "mixed": G = (1 - alpha) G_ssl + alpha G_answers over
+  # `views` augmented views of each pool image (Cabannes et al. 2023 App.
+  # C.2.3: with few labels, mix them with the SSL graph of augmentations);
+  # "answers": the answers alone on the clean images (most pairs unknown).
+  c.train.graph = "mixed"
+  # Weight of the answers. The paper gives no single value: its Fig. 4 finds
+  # a small alpha better than the naive 1/2 when few relations are known
+  # (App. C.2.3); 0.1 is the small value experiments/pal_neural.py uses.
+  c.train.alpha = 0.1
+  c.train.views = 2  # V augmented views per pool image ("mixed")
+  c.train.augment = config_dict.ConfigDict(  # `ssljax.data.view_spec` fields
+      {"crop": "random_resized", "crop_scale": (0.3, 1.0), "flip_prob": 0.5})
   return c

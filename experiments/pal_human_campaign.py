@@ -2,6 +2,7 @@
 
   .venv/bin/python experiments/pal_human_campaign.py --out runs/pal_human_campaign
   .venv/bin/python experiments/pal_human_campaign.py --out /tmp/phc --fast
+  .venv/bin/python experiments/pal_human_campaign.py --out runs/pal_human_campaign --ssl_only
 
 Question (Cabannes et al. 2023, arXiv 2303.15256, Fig. 3 and §4.3): with
 people who sometimes answer wrongly, do the active pair queries still buy
@@ -23,6 +24,13 @@ training rounds (`ssljax.pal.serve.strategy`, `ssljax.pal.serve.rounds`)
 in-process, with a noise-free oracle: the curve the noisy campaign is
 compared with, as Fig. 3 compares active and passive with a perfect
 oracle (our kernel reproduction of Fig. 3 is on docs/reproducing_pal.md).
+
+The rounds train on the service's default graph, the answers mixed with
+the augmentation graph (``train.graph = "mixed"``, weight ``train.alpha``);
+``--graph answers`` runs the campaign with the answers-only rounds.
+``--ssl_only`` (after a campaign in the same --out): the same rounds with
+α = 0, the augmentation graph alone and no answers ("ssl_only"), added to
+the JSON and the figure: what the answers add to the augmentations.
 
 Writes pal_human_campaign.json (config, curves, wall time) and
 pal_human_campaign.png.
@@ -55,6 +63,8 @@ def parse_args(argv=None):
   pre.add_argument("--every", type=int, default=250)
   pre.add_argument("--rounds", type=int, default=4)
   pre.add_argument("--annotators", type=int, default=4)
+  pre.add_argument("--graph", default="mixed", choices=("mixed", "answers"))
+  pre.add_argument("--ssl_only", action="store_true")
   known, rest = pre.parse_known_args(argv)
   args = _common.parse_args(__doc__.splitlines()[0], rest)
   for k, v in vars(known).items():
@@ -66,7 +76,8 @@ def parse_args(argv=None):
 
 def _overrides(args, kind):
   return [f"--config.strategy={kind}", f"--config.data.pool={args.pool}",
-          f"--config.server.train_every={args.every}"]
+          f"--config.server.train_every={args.every}",
+          f"--config.train.graph={args.graph}"]
 
 
 def http_campaign(args, kind, config) -> list:
@@ -152,6 +163,39 @@ def oracle_campaign(args, kind, work) -> list:
   return {"curve": curve}
 
 
+def ssl_only_campaign(args, work) -> dict:
+  """The rounds with alpha = 0: augmentation graph only, no answers."""
+  cfg = config_dict.ConfigDict(
+      __import__("json").loads((work / "config.json").read_text()))
+  cfg.train.graph, cfg.train.alpha = "mixed", 0.0
+  pool = load_pool(work)
+  variables, curve = None, []
+  for r in range(1, args.rounds + 1):
+    t0 = time.time()
+    variables, _, m = rounds.train_round(cfg, pool, {}, round_id=r,
+                                         variables=variables)
+    m.update(round=r, answers=r * args.every, seconds=time.time() - t0)
+    curve.append(_read(m))
+    print("ssl_only", curve[-1], flush=True)
+  return {"curve": curve}
+
+
+def add_ssl_only(args) -> dict:
+  """Adds the "ssl_only" run to an existing campaign's JSON and figure."""
+  import json  # pylint: disable=import-outside-toplevel
+  path = pathlib.Path(args.out) / "pal_human_campaign.json"
+  result = json.loads(path.read_text())
+  service = json.loads((pathlib.Path(args.out) / "http_active" / "config.json")
+                       .read_text())
+  result["config"].setdefault("graph", service["train"].get("graph",
+                                                            "answers"))
+  result["runs"]["ssl_only"] = ssl_only_campaign(
+      args, pathlib.Path(args.out) / "http_active")
+  _common.save_json(args.out, "pal_human_campaign.json", result)
+  plot(result, args.out)
+  return result
+
+
 def initial_point(work) -> dict:
   """Probe and 20-NN of the untrained network (0 answers), same pool."""
   import jax  # pylint: disable=import-outside-toplevel
@@ -178,7 +222,7 @@ def run(args) -> dict:
   config = "configs/pal_human.py" + (":smoke" if args.fast else "")
   result = {"config": {k: getattr(args, k) for k in
                        ("noise", "pool", "every", "rounds", "annotators",
-                        "fast")}, "service_config": config, "runs": {}}
+                        "fast", "graph")}, "service_config": config, "runs": {}}
   for kind in STRATEGIES:
     result["runs"][f"http_{kind}"] = http_campaign(args, kind, config)
   for kind in STRATEGIES:
@@ -194,7 +238,8 @@ def run(args) -> dict:
 def plot(result, out):
   fig, axes = _common.plt.subplots(1, 2, figsize=(11, 4.2))
   styles = {"http_active": ("C0", "-"), "http_passive": ("C1", "-"),
-            "oracle_active": ("C0", ":"), "oracle_passive": ("C1", ":")}
+            "oracle_active": ("C0", ":"), "oracle_passive": ("C1", ":"),
+            "ssl_only": ("C2", "-.")}
   noise = result["config"]["noise"]
   for ax, metric in zip(axes, ("probe", "knn")):
     if "initial" in result:
@@ -204,19 +249,23 @@ def plot(result, out):
       c = run_["curve"]
       colour, ls = styles[name]
       label = (f"{name[5:]}, people via HTTP, {noise:.0%} flipped"
-               if name.startswith("http") else f"{name[7:]}, noise-free oracle")
+               if name.startswith("http") else
+               f"{name[7:]}, noise-free oracle" if name.startswith("oracle")
+               else "augmentations only (alpha = 0, answers unused)")
       ax.plot([p["answers"] for p in c], [p[metric] for p in c], marker="o",
               color=colour, ls=ls, label=label)
+    graph = result["config"].get("graph", "answers")
     ax.set(xlabel="pair answers", ylabel=f"{metric} test accuracy",
-           title=f"Fashion-MNIST pool of {result['config']['pool']}: {metric}")
+           title=f"pool of {result['config']['pool']}, {graph} graph: {metric}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   _common.save_figure(fig, out, "pal_human_campaign.png")
 
 
 if __name__ == "__main__":
-  res = run(parse_args())
+  cli = parse_args()
+  res = add_ssl_only(cli) if cli.ssl_only else run(cli)
   for name, r in res["runs"].items():
     print(name, [(p["answers"], round(p["probe"], 4), round(p["knn"], 4))
                  for p in r["curve"]])
-  print(f"{res['seconds']:.0f} s")
+  print(f"{res['seconds']:.0f} s (the campaign)")

@@ -1,7 +1,8 @@
 """The annotation service's database and strategy, without a server.
 
 Schema migration (a version-1 database is upgraded in place, rows kept),
-token hashing, the graph of majority votes (ties left out), and the active
+token hashing, the graph of majority votes (ties left out), the round's
+mixed graph (augmentation views + answers, weights 1 − α and α), and the active
 strategy (pair form of Algorithm 3 of Cabannes et al. 2023) against a
 noise-free simulated annotator.
 """
@@ -100,6 +101,59 @@ def test_votes_from_answers_skips_and_pool():
   with pytest.raises(ValueError, match="not in the pool"):
     rounds.votes_from_answers(index, [10], [11], np.array(["same"]))
 
+
+
+def test_round_graph_mixes_augmentations_and_answers():
+  """The mixed round graph (1 − α)G_ssl + α·G_answers over N·V view rows
+  (Cabannes et al. 2023 App. C.2.3): views of one image 1, answered pairs
+  ±α on every view pair (completion included), ties and unknown pairs 0;
+  the minibatch block and degrees are those of that graph."""
+  from configs import pal_human  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import rounds  # pylint: disable=import-outside-toplevel
+  config = pal_human.get_config()
+  assert config.train.graph == "mixed" and config.train.alpha == 0.1
+  config.train.alpha, config.train.views = 0.25, 3
+  n, a = 5, 0.25
+  votes = {(0, 1): [1, 0], (1, 2): [0, 2], (3, 4): [1, 1]}
+  oracle, views = rounds.round_oracle(config, n, votes)
+  assert views == 3 and oracle.n == n * views
+  t = oracle.target()
+  image = np.tile(np.arange(n), views)  # row v·N + p is view v of image p
+  expected = np.zeros((n, n))
+  expected[0, 1] = expected[1, 0] = a  # answered same
+  expected[[1, 0, 2, 2], [2, 2, 1, 0]] = -a  # answered / deduced different
+  want = expected[image[:, None], image[None, :]]
+  want[image[:, None] == image[None, :]] = 1.0  # (1 − α)·1 + α·1
+  np.testing.assert_allclose(t, want, atol=1e-12)
+  mb = oracle.minibatch(np.random.default_rng(0), 6)
+  np.testing.assert_allclose(mb.g, t[np.ix_(mb.idx, mb.idx)], atol=1e-12)
+  np.testing.assert_allclose(mb.degree, t.sum(1)[mb.idx], atol=1e-12)
+  # The answers-only round: G_answers on the N clean images, no views.
+  config.train.graph = "answers"
+  oracle, views = rounds.round_oracle(config, n, votes)
+  assert views == 1
+  np.testing.assert_array_equal(oracle.target(),
+                                strategy.graph_from_votes(n, votes).signed())
+  config.train.graph = "labels"
+  with pytest.raises(ValueError, match="train.graph"):
+    rounds.round_oracle(config, n, votes)
+  config.train.graph, config.train.views = "mixed", 1
+  with pytest.raises(ValueError, match="views"):
+    rounds.round_oracle(config, n, votes)
+
+
+def test_round_rows_are_views_of_the_pool():
+  from configs import pal_human  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import rounds  # pylint: disable=import-outside-toplevel
+  config = pal_human.get_config()
+  images = np.random.default_rng(0).integers(0, 256, (4, 12, 12, 1),
+                                             dtype=np.uint8)
+  np.testing.assert_allclose(rounds.round_rows(config, images, 1, 1),
+                             images / 255.0, rtol=1e-6)
+  rows = rounds.round_rows(config, images, 2, 1)
+  assert rows.shape == (8, 12, 12, 1) and rows.dtype == np.float32
+  assert 0.0 <= rows.min() and rows.max() <= 1.0
+  assert not np.allclose(rows[:4], rows[4:])  # two different views
 
 def _simulate(pair_fn, y, answers):
   votes = {}

@@ -3,11 +3,22 @@
 A round (`train_round`) turns the answers into votes per pair, the votes
 into the completed contrastive graph (`strategy.graph_from_votes`: same ->
 +1, different -> -1, majority per pair, ties left out), and runs
-Algorithm 1 of Cabannes et al. 2023 (`ssljax.pal.run_pal`) on the pool with
-that fixed graph: uniform minibatches of the pool, the unbiased
-degree-corrected minibatch estimate of ‖ZZᵀ − G‖² − ‖G‖²
-(`ssljax.pal.pal_minibatch_loss`), Adam. It starts from the previous
-finished round's variables (a warm start), so rounds continue one model.
+Algorithm 1 of Cabannes et al. 2023 (`ssljax.pal.run_pal`) on the pool (or its
+views) with that graph, Adam on the unbiased degree-corrected minibatch estimate of
+‖ZZᵀ − G‖² − ‖G‖² (`ssljax.pal.pal_minibatch_loss`). It starts from the
+previous finished round's variables (a warm start), so rounds continue one
+model.
+
+The graph (``train.graph``). "mixed" (default): the answers are few and
+most pairs of the pool stay unknown, which the loss reads as G_ij = 0, so
+the round mixes them with the SSL graph of augmentations, as Cabannes et
+al. 2023 App. C.2.3 does with few labels: the rows are V augmented views
+of every pool image (``train.views``, ``train.augment``; fresh views each
+round), G = (1 − α)·G_ssl + α·G_ans with α = ``train.alpha``, through
+`ssljax.pal.MixedOracle` (whole groups of views per minibatch; the views
+of one image are free positives of G_ans, so an answer about two images
+holds for all their views). "answers": G = G_ans on the clean pool images
+with uniform minibatches (the round before the mix).
 
 The network is an MLP (BatchNorm, ReLU) with a linear K-dim output times a
 learned scalar exp(s) (s starts at −½·log N): the optimum scale of Z
@@ -40,16 +51,20 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ssljax import data as ssl_data
 from ssljax.evaluate import knn_accuracy, linear_probe
 from ssljax.models.encoders import MLPEncoder
 from ssljax.pal.loop import embed, run_pal
+from ssljax.pal.mixed import MixedOracle
 from ssljax.pal.oracles import Minibatch, check_batch_size
 from ssljax.pal.serve import strategy
 from ssljax.pal.serve.pool import load_pool, round_files
 from ssljax.pal.weights import uniform_pair_weights
 
-__all__ = ["ScaledMLP", "AnswersOracle", "votes_from_answers", "train_round",
-           "run_round"]
+__all__ = ["ScaledMLP", "AnswersOracle", "votes_from_answers", "round_oracle",
+           "train_round", "run_round"]
+
+GRAPHS = ("mixed", "answers")
 
 
 class ScaledMLP(nn.Module):
@@ -75,6 +90,9 @@ class ScaledMLP(nn.Module):
 class AnswersOracle:
   """The fixed graph of a round as a `run_pal` oracle (asks nothing).
 
+  Also the label oracle of `ssljax.pal.MixedOracle` (``block``,
+  ``degree``, ``graph``, ``n``), which may add positives to the graph.
+
   Args:
     graph: the `ssljax.pal.PairGraph` of the answers.
     signed: different -> -1 (True) or 0 (False).
@@ -82,18 +100,30 @@ class AnswersOracle:
 
   def __init__(self, graph, *, signed: bool):
     self.graph, self.n, self.signed = graph, graph.n, bool(signed)
-    self._degree = graph.degree(signed=self.signed)
 
   def query(self, rng, embed_all=None) -> int:
     del rng, embed_all
     return 0
 
+  def block(self, rows, cols) -> np.ndarray:
+    """(R, S) completed graph entries (diagonal 1)."""
+    return self.graph.block(rows, cols, signed=self.signed)
+
+  def degree(self) -> np.ndarray:
+    """(N,) row sums of the completed graph, diagonal included."""
+    return self.graph.degree(signed=self.signed)
+
+  def target(self) -> np.ndarray:
+    """(N, N) the completed graph."""
+    idx = np.arange(self.n)
+    return self.block(idx, idx)
+
   def minibatch(self, rng, batch_size, embed=None) -> Minibatch:
     del embed
     b = check_batch_size(batch_size, self.n)
     idx = rng.choice(self.n, size=b, replace=False)
-    return Minibatch(idx, self.graph.block(idx, idx, signed=self.signed),
-                     self._degree[idx], self.n, uniform_pair_weights(b, self.n))
+    return Minibatch(idx, self.block(idx, idx), self.degree()[idx], self.n,
+                     uniform_pair_weights(b, self.n))
 
 
 def votes_from_answers(index: np.ndarray, i, j, answer) -> dict:
@@ -130,6 +160,58 @@ def _optimizer(config):
                                labels)
 
 
+def round_oracle(config, n: int, votes: dict):
+  """The oracle of a round's graph (``config.train.graph``, module doc).
+
+  Args:
+    config: the service config (`configs/pal_human.py`); configs written
+      before ``train.graph`` existed get "answers".
+    n: pool size N.
+    votes: `votes_from_answers` output (pool positions in [0, N)).
+
+  Returns:
+    (oracle, V): V = 1 and an `AnswersOracle` over the N images for
+    "answers"; V = ``train.views`` and a `MixedOracle` over N·V rows
+    (row v·N + p is view v of pool image p; answers on the rows of view 0)
+    for "mixed".
+
+  Raises:
+    ValueError: an unknown ``train.graph``, fewer than 2 views, or an
+      alpha outside [0, 1].
+  """
+  kind = config.train.get("graph", "answers")
+  if kind not in GRAPHS:
+    raise ValueError(f"train.graph must be one of {GRAPHS}, got {kind!r}")
+  signed = config.train.signed
+  if kind == "answers":
+    return AnswersOracle(strategy.graph_from_votes(n, votes),
+                         signed=signed), 1
+  v = int(config.train.views)
+  if v < 2:
+    raise ValueError(f"train.views must be >= 2 for the mixed graph, got {v}")
+  answers = AnswersOracle(strategy.graph_from_votes(n * v, votes),
+                          signed=signed)
+  return MixedOracle(np.tile(np.arange(n), v), answers,
+                     alpha=config.train.alpha), v
+
+
+def round_rows(config, images: np.ndarray, views: int,
+               round_id: int) -> np.ndarray:
+  """(N·V, H, W, C) float32 training rows in [0, 1] of a round.
+
+  V = 1: the pool images. V >= 2: V augmented views of each
+  (`ssljax.data.device_views` with ``config.train.augment``, keyed by
+  seed + round_id), view-major (row v·N + p).
+  """
+  if views == 1:
+    return images.astype(np.float32) / 255.0
+  spec = ssl_data.view_spec({**config.train.augment.to_dict(),
+                             "num_global": views})
+  out = ssl_data.device_views({"images": images},
+                              jax.random.key(config.seed + round_id), spec)
+  return np.concatenate([np.asarray(o, np.float32) for o in out])
+
+
 def train_round(config, pool: dict, votes: dict, *, round_id: int,
                 variables=None) -> tuple[dict, np.ndarray, dict]:
   """Trains one round on the graph of `votes`.
@@ -149,11 +231,13 @@ def train_round(config, pool: dict, votes: dict, *, round_id: int,
   x = pool["images"].astype(np.float32) / 255.0
   n = x.shape[0]
   graph = strategy.graph_from_votes(n, votes)
-  model = ScaledMLP(tuple(config.model.hidden), config.model.k, n)
-  res = run_pal(x, AnswersOracle(graph, signed=config.train.signed), model,
+  oracle, views = round_oracle(config, n, votes)
+  rows = round_rows(config, pool["images"], views, round_id)
+  model = ScaledMLP(tuple(config.model.hidden), config.model.k, rows.shape[0])
+  res = run_pal(rows, oracle, model,
                 key=jax.random.key(config.seed + round_id),
                 steps=config.train.steps,
-                batch_size=min(config.train.batch, n),
+                batch_size=min(config.train.batch, rows.shape[0]),
                 optimizer=_optimizer(config), log_every=10**9,
                 variables=variables)
   z = embed(model, res.variables, x)
