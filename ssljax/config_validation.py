@@ -255,7 +255,18 @@ def _evals_problems(config) -> list[str]:
     evaluators.validate(config.evals)
   except ValueError as e:
     return [f"config.{e}"]
-  return []
+  num_global = config.get("views", {}).get("num_global", 2)
+  problems = []
+  for name, entry in config.evals.items():
+    if entry is None:
+      continue
+    need = evaluators.load_type(entry["type"]).min_global_views
+    if num_global < need:
+      problems.append(
+          f"config.evals.{name}: type {entry['type']!r} compares the "
+          f"augmented views of each image and needs views.num_global >= "
+          f"{need}, this config has {num_global}; set evals.{name}=None")
+  return problems
 
 
 def validate(config: ml_collections.ConfigDict) -> None:

@@ -185,3 +185,20 @@ def test_unusable_workdir_is_one_line(tmp_path):
   assert proc.returncode == 2
   line, = proc.stderr.strip().splitlines()
   assert line.startswith(f"error: --workdir={blocker / 'run'}: cannot be used")
+
+
+@pytest.mark.parametrize("kind", ["lidar", "theory"])
+def test_view_comparing_evaluator_refused_on_one_view_config(kind):
+  """LiDAR and the theory diagnostics compare the views of one image: on a
+  one-view config (MAE) they are refused before any data loads, in one line
+  naming the entry, instead of failing after training."""
+  config = _config("mae")
+  with config.unlocked():
+    config.evals[kind] = {"type": kind}
+  with pytest.raises(config_validation.ConfigError) as info:
+    config_validation.validate(config)
+  message = str(info.value)
+  assert f"config.evals.{kind}:" in message and "num_global >= 2" in message
+  assert "\n" not in message
+  config.evals[kind] = None
+  config_validation.validate(config)  # the shipped config itself is fine

@@ -85,6 +85,11 @@ class Evaluator:
   # label-free metric of the representation (the run report draws the two
   # kinds in separate panels, `ssljax.report`).
   uses_labels = False
+  # The fewest augmented views per image (``config.views.num_global``) it
+  # needs: 2 for the metrics that compare the views of one image (LiDAR,
+  # the theory diagnostics); `ssljax.config_validation` refuses the entry
+  # on a config with fewer, before any data loads.
+  min_global_views = 1
 
   def __init__(self, name: str, ctx: EvalContext, *,
                every_steps: int | None = None):

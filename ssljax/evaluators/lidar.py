@@ -30,6 +30,8 @@ __all__ = ["Evaluator"]
 class Evaluator(base.Evaluator):
   """LiDAR of z (or h) with one surrogate class per source image."""
 
+  min_global_views = 2
+
   def __init__(self, name, ctx, *, every_steps=None,
                representation: str = "z", delta: float = 1e-4,
                eps: float = 1e-7):

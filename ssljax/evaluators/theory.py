@@ -40,6 +40,8 @@ __all__ = ["Evaluator"]
 class Evaluator(base.Evaluator):
   """Gram gap, largest principal angle and top-eigenspace share of z."""
 
+  min_global_views = 2
+
   def __init__(self, name, ctx, *, every_steps=None,
                graph: str | None = None,
                loss: str = "spectral_contrastive"):
