@@ -47,6 +47,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 from ml_collections import config_dict  # noqa: E402
+from ssljax import pal  # noqa: E402
 from ssljax.pal.serve import db, rounds, strategy  # noqa: E402
 from ssljax.pal.serve.pool import load_pool  # noqa: E402
 from ssljax.pal.serve.simulate import Annotator, Server, labels_of  # noqa: E402
@@ -205,7 +206,7 @@ def initial_point(work) -> dict:
       __import__("json").loads((work / "config.json").read_text()))
   pool = load_pool(work)
   x = pool["images"].astype(np.float32) / 255.0
-  model = rounds.ScaledMLP(tuple(cfg.model.hidden), cfg.model.k, x.shape[0])
+  model = pal.ScaledMLP(tuple(cfg.model.hidden), cfg.model.k, x.shape[0])
   variables = model.init(jax.random.key(cfg.seed + 1), x[:2], train=False)
   z = embed(model, variables, x)
   z_test = embed(model, variables,

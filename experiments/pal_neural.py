@@ -40,7 +40,7 @@ at the same steps (budget / per_step) for every oracle: the network has
 trained as long at a given x, whatever the oracle. The 0 point is the
 initial network (identical for every oracle of a seed: same key).
 
-Network. `MLPEncoder` (BatchNorm, ReLU) then a linear K-dim output times a
+Network (`ssljax.pal.ScaledMLP`). `MLPEncoder` (BatchNorm, ReLU) then a linear K-dim output times a
 learned scalar exp(s), s initialised at −½·log N and trained with its own
 Adam step (`scale_lr`); the rest Adam(`lr`). Why the scalar: the optimum
 scale of Z depends on the graph's spectrum (‖z_i‖² ~ 2K/N for G_ssl, ~1 for
@@ -59,9 +59,7 @@ import os
 import sys
 import time
 
-import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -69,7 +67,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 from ssljax import pal  # noqa: E402
 from ssljax.evaluate import knn_accuracy, linear_probe  # noqa: E402
-from ssljax.models.encoders import MLPEncoder  # noqa: E402
 
 KINDS = ("ssl", "passive", "captcha", "mixed")
 NUM_CLASSES = 10
@@ -111,26 +108,6 @@ def load(cfg: dict, data_dir, seed: int = 0) -> dict:
           "groups": np.tile(np.arange(cfg["n"]), cfg["views"]),
           "clean": clean, "y": y, "test": test.astype(np.float32) / 255.0,
           "y_test": y_test}
-
-
-class ScaledMLP(nn.Module):
-  """(B, 28, 28, 1) -> (B, k): MLPEncoder, linear head, learned exp(s).
-
-  Attributes:
-    hidden: MLPEncoder widths.
-    k: embedding dimension K.
-    n_rows: N, sets the initial scale exp(s) = N^(−1/2).
-  """
-  hidden: tuple
-  k: int
-  n_rows: int
-
-  @nn.compact
-  def __call__(self, x, train: bool = True):
-    h = MLPEncoder(tuple(self.hidden), use_bn=True)(x, train)
-    s = self.param("log_scale", lambda _: jnp.float32(-0.5 * np.log(
-        self.n_rows)))
-    return nn.Dense(self.k)(h) * jnp.exp(s)
 
 
 def optimizer(cfg: dict) -> optax.GradientTransformation:
@@ -183,7 +160,7 @@ def evaluate(model, variables, d: dict) -> dict:
 def run_one(kind: str, d: dict, cfg: dict, seed: int, *,
             at_start: bool) -> list[dict]:
   """Checkpoints of one run: step, answers, ssl_pairs, x, probe, knn."""
-  model = ScaledMLP(tuple(cfg["hidden"]), cfg["k"], len(d["y_rows"]))
+  model = pal.ScaledMLP(tuple(cfg["hidden"]), cfg["k"], len(d["y_rows"]))
   checkpoints = {b // cfg["per_step"] for b in cfg["budgets"]}
 
   def eval_fn(variables, step):

@@ -24,7 +24,7 @@ _EXPORTS = {
     "kernel": ["KernelPAL", "gaussian_kernel", "laplacian_kernel",
                "readout_error"],
     "labeler": ["Cost", "Labeler"],
-    "loop": ["PALNet", "PALResult", "embed", "run_pal"],
+    "loop": ["PALNet", "PALResult", "ScaledMLP", "embed", "run_pal"],
     "mixed": ["MixedOracle"],
     "minibatch": ["pal_minibatch_loss", "paper_minibatch_loss",
                   "paper_pairwise_terms", "vic2_offset_loss",

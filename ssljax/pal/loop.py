@@ -25,9 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ssljax.models.encoders import MLPEncoder
 from ssljax.pal.minibatch import pal_minibatch_loss
 
-__all__ = ["PALNet", "PALResult", "run_pal", "embed"]
+__all__ = ["PALNet", "ScaledMLP", "PALResult", "run_pal", "embed"]
 
 
 class PALNet(nn.Module):
@@ -47,6 +48,29 @@ class PALNet(nn.Module):
     for width in self.hidden:
       h = nn.relu(nn.Dense(width)(h))
     return nn.Dense(self.out)(h)
+
+
+class ScaledMLP(nn.Module):
+  """(B, H, W, C) -> (B, k): `ssljax.models.MLPEncoder` (BatchNorm), a
+  linear head, times a learned scale exp(s), s initialised to −½·log N so
+  the N embeddings start at the scale of the PAL loss's 1/N-normalised
+  targets (the neural PAL experiments and the annotation service's rounds).
+
+  Attributes:
+    hidden: MLPEncoder widths.
+    k: embedding dimension K.
+    n_rows: N, sets the initial scale exp(s) = N^(−1/2).
+  """
+  hidden: tuple
+  k: int
+  n_rows: int
+
+  @nn.compact
+  def __call__(self, x, train: bool = True):
+    h = MLPEncoder(tuple(self.hidden), use_bn=True)(x, train)
+    s = self.param("log_scale", lambda _: jnp.float32(
+        -0.5 * np.log(self.n_rows)))
+    return nn.Dense(self.k)(h) * jnp.exp(s)
 
 
 class PALResult(NamedTuple):

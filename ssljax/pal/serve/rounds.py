@@ -44,7 +44,6 @@ import os
 import pathlib
 import time
 
-import flax.linen as nn
 import flax.serialization
 import jax
 import jax.numpy as jnp
@@ -53,38 +52,17 @@ import optax
 
 from ssljax import data as ssl_data
 from ssljax.evaluate import knn_accuracy, linear_probe
-from ssljax.models.encoders import MLPEncoder
-from ssljax.pal.loop import embed, run_pal
+from ssljax.pal.loop import ScaledMLP, embed, run_pal
 from ssljax.pal.mixed import MixedOracle
 from ssljax.pal.oracles import Minibatch, check_batch_size
 from ssljax.pal.serve import strategy
 from ssljax.pal.serve.pool import load_pool, round_files
 from ssljax.pal.weights import uniform_pair_weights
 
-__all__ = ["ScaledMLP", "AnswersOracle", "votes_from_answers", "round_oracle",
+__all__ = ["AnswersOracle", "votes_from_answers", "round_oracle",
            "train_round", "run_round"]
 
 GRAPHS = ("mixed", "answers")
-
-
-class ScaledMLP(nn.Module):
-  """(B, H, W, C) -> (B, k): MLPEncoder, a linear head, times exp(s).
-
-  Attributes:
-    hidden: MLPEncoder widths.
-    k: embedding dimension K.
-    n_rows: N, sets the initial scale exp(s) = N^(−1/2).
-  """
-  hidden: tuple
-  k: int
-  n_rows: int
-
-  @nn.compact
-  def __call__(self, x, train: bool = True):
-    h = MLPEncoder(tuple(self.hidden), use_bn=True)(x, train)
-    s = self.param("log_scale", lambda _: jnp.float32(
-        -0.5 * np.log(self.n_rows)))
-    return nn.Dense(self.k)(h) * jnp.exp(s)
 
 
 class AnswersOracle:
