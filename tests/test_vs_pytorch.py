@@ -1,0 +1,115 @@
+"""benchmarks/vs_pytorch.py: the runner's bookkeeping, and the PyTorch
+evaluation against ours when torch is importable.
+
+The runner needs only the standard library: its medians and ratios on fake
+records, its table, and run_child on tiny Python children (a timeout is
+recorded, not raised; the exit status, CPU time and the memory of a
+grandchild are counted). The PyTorch job's probe and k-NN are checked
+against ssljax.evaluate on the same features only where torch is installed
+(the ``bench`` extra); elsewhere that test is skipped. No speed is asserted.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+from benchmarks import vs_pytorch  # noqa: E402
+
+
+def record(framework, pair, wall, *, epochs=1, rc=0, pss=None, rss=2 << 30,
+           probe=0.8, knn=0.7):
+  return {"framework": framework, "pair": pair, "epochs": epochs,
+          "returncode": rc, "timed_out": False, "wall_seconds": wall,
+          "cpu_seconds": 2 * wall, "train_seconds": wall / 2,
+          "peak_rss_bytes": rss, "peak_tree_rss_bytes": pss,
+          "peak_tree_pss_bytes": pss, "probe": probe, "knn": knn}
+
+
+def test_aggregate_medians_ratios_and_failures():
+  records = [record("ssljax", 0, 10.0), record("pytorch", 0, 20.0),
+             record("ssljax", 1, 30.0), record("pytorch", 1, 40.0),
+             record("ssljax", 2, 20.0), record("pytorch", 2, 10.0),
+             # A failed run is left out of the medians and counted.
+             record("pytorch", 3, 1000.0, rc=1),
+             record("ssljax", 3, 5.0, epochs=4)]
+  summary = vs_pytorch.aggregate(records)
+  assert set(summary) == {"1", "4"}
+  one = summary["1"]
+  assert one["failed"] == 1
+  assert one["ssljax"]["runs"] == 3 and one["pytorch"]["runs"] == 3
+  assert one["ssljax"]["wall_seconds"] == 20.0
+  assert one["pytorch"]["wall_seconds"] == 20.0
+  assert one["ratio"]["wall_seconds"] == pytest.approx(1.0)
+  assert one["ratio"]["cpu_seconds"] == pytest.approx(1.0)
+  # Per-pair ratios 0.5, 0.75, 2.0; pair 3 has no successful ssljax run.
+  assert one["wall_ratio_range"] == pytest.approx([0.5, 2.0])
+  # Only one side at 4 epochs: no ratio, no range.
+  four = summary["4"]
+  assert four["pytorch"]["wall_seconds"] is None
+  assert four["ratio"]["wall_seconds"] is None
+  assert four["wall_ratio_range"] is None
+
+
+def test_memory_prefers_the_sampled_tree_pss():
+  assert vs_pytorch.memory_of(record("ssljax", 0, 1.0, pss=3 << 30)) == (
+      3 << 30, "tree PSS")
+  assert vs_pytorch.memory_of(record("ssljax", 0, 1.0)) == (2 << 30,
+                                                            "ru_maxrss")
+
+
+def test_markdown_table_shows_medians_and_ratios():
+  records = [record("ssljax", 0, 50.0, probe=0.87, knn=0.83),
+             record("pytorch", 0, 100.0, probe=0.88, knn=0.82)]
+  table = vs_pytorch.markdown_table(vs_pytorch.aggregate(records))
+  assert "| wall (median) | 50.0 s | 100.0 s | 0.50 (0.50–0.50) |" in table
+  assert "| probe | 0.8700 | 0.8800 | |" in table
+  assert "peak memory (ru_maxrss)" in table
+
+
+def test_run_child_records_a_timeout(tmp_path):
+  out = vs_pytorch.run_child(
+      [sys.executable, "-c", "import time; time.sleep(60)"],
+      log_path=str(tmp_path / "log.txt"), timeout=1.0, sample_seconds=0.2)
+  assert out["timed_out"] and out["returncode"] is None
+  assert out["wall_seconds"] < 30
+
+
+def test_run_child_counts_a_grandchild(tmp_path):
+  # The grandchild touches 200 MiB and lives 1.5 s; the child exits 3.
+  grandchild = ("b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]);"
+                " import time; time.sleep(1.5)")
+  child = (f"import subprocess, sys; subprocess.run([sys.executable, '-c', "
+           f"{grandchild!r}]); sys.exit(3)")
+  out = vs_pytorch.run_child([sys.executable, "-c", child],
+                             log_path=str(tmp_path / "log.txt"), timeout=60,
+                             sample_seconds=0.1)
+  assert out["returncode"] == 3 and not out["timed_out"]
+  assert out["peak_rss_bytes"] >= 200 << 20  # ru_maxrss of the largest
+  if out["peak_tree_rss_bytes"] is not None:  # psutil importable
+    assert out["peak_tree_rss_bytes"] >= 200 << 20
+
+
+def test_torch_probe_and_knn_follow_our_protocol():
+  torch = pytest.importorskip(
+      "torch", reason="torch is not installed (the optional bench extra)")
+  from ssljax import evaluate  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  centres = 1.5 * rng.normal(size=(4, 16))
+  y_train, y_test = rng.integers(0, 4, 800), rng.integers(0, 4, 400)
+  x_train = (centres[y_train] + rng.normal(size=(800, 16))).astype(np.float32)
+  x_test = (centres[y_test] + rng.normal(size=(400, 16))).astype(np.float32)
+  ours = evaluate.linear_probe(x_train, y_train, x_test, y_test,
+                               l2_grid=vs_pytorch.L2_GRID, max_iter=100,
+                               max_search_rows=20000, seed=0)
+  t = lambda a: torch.from_numpy(np.asarray(a))
+  theirs = vs_pytorch.linear_probe(t(x_train), t(y_train), t(x_test),
+                                   t(y_test), seed=0)
+  # Same split, standardisation and objective; L-BFGS runs differ slightly.
+  assert abs(theirs["test_accuracy"] - ours["test_accuracy"]) <= 0.02
+  knn = evaluate.knn_accuracy(x_train, y_train, x_test, y_test, k=20,
+                              temperature=0.07)
+  assert vs_pytorch.knn_accuracy(t(x_train), t(y_train), t(x_test),
+                                 t(y_test)) == pytest.approx(knn, abs=1e-9)
