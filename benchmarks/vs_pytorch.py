@@ -38,8 +38,9 @@ Memory of a child: three numbers per run. ``peak_rss_bytes``: ``ru_maxrss``
 from ``os.wait4``, the largest single process of the tree (the child or a
 descendant it waited for; DataLoader workers are not added to it).
 ``peak_tree_pss_bytes`` / ``peak_tree_rss_bytes``: the largest sum over the
-live process tree, sampled every ``--sample-seconds`` with psutil (None
-without psutil). PSS counts a page shared by k processes as 1/k in each, so
+live process tree, sampled with psutil (None without psutil): RSS every
+``--sample-seconds``, PSS at most every ``--pss-seconds`` (reading it costs
+~25 ms of CPU per 2 GB process). PSS counts a page shared by k processes as 1/k in each, so
 its sum is what the tree holds of the machine; the RSS sum counts the pages
 that forked workers share with their parent once per process. The table
 shows the tree PSS when psutil is there, else ``ru_maxrss``, and says which.
@@ -302,11 +303,17 @@ def _psutil():
 
 
 class TreeSampler(threading.Thread):
-  """Samples the peak RSS and PSS sums over a process and its descendants."""
+  """Samples the peak RSS and PSS sums over a process and its descendants.
 
-  def __init__(self, pid, interval):
+  RSS (``/proc/PID/statm``, microseconds) every ``interval`` seconds; PSS
+  (``smaps_rollup``, ~25 ms of CPU for a 2 GB process) at most every
+  ``pss_interval`` seconds, so that the sampler does not compete with the
+  job on a 2-core machine.
+  """
+
+  def __init__(self, pid, interval, pss_interval):
     super().__init__(daemon=True)
-    self.pid, self.interval = pid, interval
+    self.pid, self.interval, self.pss_interval = pid, interval, pss_interval
     self.peak_rss = self.peak_pss = None
     self.done = threading.Event()
 
@@ -318,39 +325,48 @@ class TreeSampler(threading.Thread):
       root = psutil.Process(self.pid)
     except psutil.Error:
       return
+    last_pss = -math.inf
     while not self.done.is_set():
-      rss = pss = 0
       try:
         procs = [root] + root.children(recursive=True)
       except psutil.Error:
         break
+      with_pss = time.monotonic() - last_pss >= self.pss_interval
+      rss = pss = 0
       for p in procs:
         try:
-          info = p.memory_full_info()
+          if with_pss:
+            info = p.memory_full_info()
+            pss += getattr(info, "pss", info.rss)
+          else:
+            info = p.memory_info()
           rss += info.rss
-          pss += getattr(info, "pss", info.rss)
         except psutil.Error:
           pass
       self.peak_rss = max(self.peak_rss or 0, rss)
-      self.peak_pss = max(self.peak_pss or 0, pss)
+      if with_pss:
+        last_pss = time.monotonic()
+        self.peak_pss = max(self.peak_pss or 0, pss)
       self.done.wait(self.interval)
 
 
-def run_child(cmd, *, log_path, timeout, sample_seconds, env=None):
+def run_child(cmd, *, log_path, timeout, sample_seconds, pss_seconds=2.0,
+              env=None):
   """Runs ``cmd`` in its own session; wall, CPU and memory of its tree.
 
   Returns a dict: returncode (None when killed at the timeout), timed_out,
   wall_seconds, cpu_seconds (user + sys of the child and the descendants it
   waited for, from os.wait4), peak_rss_bytes (ru_maxrss: the largest single
   process), peak_tree_rss_bytes and peak_tree_pss_bytes (sampled sums, None
-  without psutil), load_before (1-minute load average).
+  without psutil), load_before and load_after (1-minute load averages: was
+  the machine quiet?).
   """
   load_before = os.getloadavg()[0]
   with open(log_path, "wb") as log:
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                             cwd=ROOT, env=env, start_new_session=True)
-    sampler = TreeSampler(proc.pid, sample_seconds)
+    sampler = TreeSampler(proc.pid, sample_seconds, pss_seconds)
     sampler.start()
     timed_out = threading.Event()
 
@@ -379,7 +395,7 @@ def run_child(cmd, *, log_path, timeout, sample_seconds, env=None):
           "peak_rss_bytes": usage.ru_maxrss * 1024,
           "peak_tree_rss_bytes": sampler.peak_rss,
           "peak_tree_pss_bytes": sampler.peak_pss,
-          "load_before": load_before}
+          "load_before": load_before, "load_after": os.getloadavg()[0]}
 
 
 def job_command(framework, epochs, args, run_dir):
@@ -513,8 +529,9 @@ def compare(args):
                               if env.get("PYTHONPATH") else "")
   machine = {"platform": platform.platform(), "cpus": os.cpu_count(),
              "python": args.python, "torch_python": args.torch_python,
-             "memory_sampling": ("psutil tree, every "
-                                 f"{args.sample_seconds} s")
+             "memory_sampling": ("psutil tree: RSS every "
+                                 f"{args.sample_seconds} s, PSS every "
+                                 f"{args.pss_seconds} s")
                                 if _psutil() else "ru_maxrss only",
              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
   records = []
@@ -533,12 +550,14 @@ def compare(args):
         try:
           record = run_child(cmd, log_path=os.path.join(run_dir, "log.txt"),
                              timeout=args.timeout,
-                             sample_seconds=args.sample_seconds, env=env)
+                             sample_seconds=args.sample_seconds,
+                             pss_seconds=args.pss_seconds, env=env)
         except OSError as e:  # e.g. a missing interpreter: recorded, not fatal
           record = {"returncode": None, "timed_out": False, "error": str(e),
                     "wall_seconds": None, "cpu_seconds": None,
                     "peak_rss_bytes": None, "peak_tree_rss_bytes": None,
-                    "peak_tree_pss_bytes": None, "load_before": None}
+                    "peak_tree_pss_bytes": None, "load_before": None,
+                    "load_after": None}
         record.update(framework=framework, epochs=epochs, pair=pair,
                       name=name, command=cmd, **read_summary(summary_path))
         records.append(record)
@@ -583,7 +602,10 @@ def main(argv=None):
   cmp_.add_argument("--out", required=True)
   cmp_.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds before a run is killed (recorded, not fatal)")
-  cmp_.add_argument("--sample-seconds", type=float, default=0.5)
+  cmp_.add_argument("--sample-seconds", type=float, default=0.5,
+                    help="period of the tree RSS sampling")
+  cmp_.add_argument("--pss-seconds", type=float, default=2.0,
+                    help="least period of the (costlier) tree PSS sampling")
   cmp_.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS,
                     default=list(FRAMEWORKS),
                     help="run only these (e.g. one side again)")
