@@ -461,7 +461,8 @@ def aggregate(records):
           "memory_kind": sorted({memory_of(r)[1] for r in mine}),
           "peak_rss_bytes": _median([r["peak_rss_bytes"] for r in mine]),
           "probe": _median([r["probe"] for r in mine]),
-          "knn": _median([r["knn"] for r in mine])}
+          "knn": _median([r["knn"] for r in mine]),
+          "load_before": _median([r.get("load_before") for r in mine])}
     ratio = {}
     for key in ("wall_seconds", "cpu_seconds", "train_seconds",
                 "memory_bytes", "peak_rss_bytes"):
@@ -517,12 +518,16 @@ def markdown_table(summary):
               f"| probe | {fmt(s['probe'], 'acc')} | {fmt(p['probe'], 'acc')}"
               " | |",
               f"| 20-NN | {fmt(s['knn'], 'acc')} | {fmt(p['knn'], 'acc')} | |",
+              f"| load average at start | {fmt(s['load_before'], 'x')} | "
+              f"{fmt(p['load_before'], 'x')} | |",
               ""]
   return "\n".join(lines)
 
 
 def compare(args):
   """Runs the interleaved pairs; writes results.json and results.md."""
+  if os.path.exists(os.path.join(args.out, "runs")):
+    sys.exit(f"{args.out} already holds runs/; give a fresh --out")
   os.makedirs(args.out, exist_ok=True)
   env = dict(os.environ)
   env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"]

@@ -25,7 +25,8 @@ def record(framework, pair, wall, *, epochs=1, rc=0, pss=None, rss=2 << 30,
           "returncode": rc, "timed_out": False, "wall_seconds": wall,
           "cpu_seconds": 2 * wall, "train_seconds": wall / 2,
           "peak_rss_bytes": rss, "peak_tree_rss_bytes": pss,
-          "peak_tree_pss_bytes": pss, "probe": probe, "knn": knn}
+          "peak_tree_pss_bytes": pss, "probe": probe, "knn": knn,
+          "load_before": 1.0}
 
 
 def test_aggregate_medians_ratios_and_failures():
