@@ -301,7 +301,7 @@ def extract_features(state, images, batch_size, mesh,
     ValueError: a chunk larger than batch_size (rounded to the mesh).
   """
   sharding = NamedSharding(mesh, P("data"))
-  fn = _representations_of_uint8(NamedSharding(mesh, P()))
+  fn = _jitted_representations(NamedSharding(mesh, P()))
   batch_size -= batch_size % mesh.size  # divisible over the devices
   if isinstance(images, np.ndarray):
     chunks = (images[i:i + batch_size] for i in range(0, len(images),
@@ -315,12 +315,13 @@ def extract_features(state, images, batch_size, mesh,
     if len(chunk) > batch_size:
       raise ValueError(f"a chunk of {len(chunk)} images exceeds batch_size "
                        f"{batch_size}")
-    chunk = np.asarray(chunk)
+    # Scaled on the host, as the features have always been (the same bits).
+    chunk = np.asarray(chunk).astype(np.float32) / 255.0
     n = len(chunk)
     pad = batch_size - n  # one compiled shape for every batch
     chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * (chunk.ndim - 1))
-    # uint8 goes to the device (a quarter of float32's bytes) and is scaled
-    # there; the host prepares the next chunk while this one runs.
+    # Fetched one batch late: the host prepares the next chunk while this
+    # one runs.
     h = fn(state, jax.device_put(chunk, sharding))
     if pending is not None:
       out.append(_fetch(*pending))
@@ -335,13 +336,10 @@ def _fetch(h, n):
 
 
 @functools.lru_cache(maxsize=8)
-def _representations_of_uint8(out_sharding):
-  """One jitted feature extractor per output sharding: images with values
-  in [0, 255] (uint8) → float32 h of the images scaled to [0, 1]."""
-  def fn(state, images):
-    images = images.astype(jnp.float32) / 255.0
-    return _representations(state, images).astype(jnp.float32)
-  return jax.jit(fn, out_shardings=out_sharding)
+def _jitted_representations(out_sharding):
+  """One jitted feature extractor per output sharding (float32 h)."""
+  return jax.jit(lambda state, x: _representations(state, x).astype(
+      jnp.float32), out_shardings=out_sharding)
 
 
 def probe_splits(train_source, test_source, *, seed: int, announce=print):
