@@ -97,7 +97,16 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
       view_labels.append(np.asarray(train_source.read(rows)[1], np.int32))
     return view_labels[0]
 
+  views_cache = {}  # the latest state's (h, z, rows): one forward pass
+
   def view_embeddings(state):
+    key = state_fingerprint(state)
+    if key not in views_cache:
+      views_cache.clear()
+      views_cache[key] = compute_view_embeddings(state)
+    return views_cache[key]
+
+  def compute_view_embeddings(state):
     nonlocal view_fn
     if view_fn is None:
       def fn(s, images, key):
