@@ -148,6 +148,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # Seconds to wait for every process to join at start (jax's: 300).
   c.distributed.initialization_timeout_seconds = 300
 
+  # JAX's persistent compilation cache (ssljax.compilation_cache): "auto" =
+  # $XDG_CACHE_HOME/ssljax/jax (~/.cache/ssljax/jax), a path, or "" (off).
+  # A second run of the same config reads its XLA programs from there.
+  c.compilation_cache_dir = "auto"
+
   # What the evaluators read: feature extraction and the view samples.
   c.eval_inputs = config_dict.ConfigDict()
   c.eval_inputs.batch_size = 1000  # feature-extraction batch

@@ -121,6 +121,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "distributed.process_id": _int(0, none_ok=True),
     "distributed.heartbeat_timeout_seconds": _int(1),
     "distributed.initialization_timeout_seconds": _int(1),
+    "compilation_cache_dir": _str(),  # "auto", a path, or "" (off)
     "eval_inputs.batch_size": _int(1),
     "eval_inputs.baselines": _bool,
     "eval_inputs.crop_fraction": _real(0.0, 1.0, lo_open=True),

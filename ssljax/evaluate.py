@@ -5,6 +5,8 @@ Both take features as (N, D) arrays with rows as samples and integer labels
 the validation split), so the same features give the same numbers.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -34,7 +36,7 @@ def _check_features(name, x, y):
   if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
     raise ValueError(f"{name}_labels must be non-negative integers, got "
                      f"dtype {y.dtype} and min {y.min()}")
-  return x.astype(np.float32), y.astype(np.int32)
+  return x.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
 
 
 def _logreg_objective(params, x, y, l2):
@@ -124,7 +126,12 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
   num_classes = int(max(ytr.max(), yte.max())) + 1
 
   mean, std = xtr.mean(0), xtr.std(0) + 1e-6
-  xtr, xte = (xtr - mean) / std, (xte - mean) / std
+  # Standardised copies, one each (the inputs are the caller's: never
+  # changed); the same arithmetic as (x - mean) / std.
+  xtr = np.subtract(xtr, mean)
+  xtr /= std
+  xte = np.subtract(xte, mean)
+  xte /= std
   perm = np.random.default_rng(seed).permutation(len(xtr))
   n_val = max(1, int(round(val_fraction * len(xtr))))
   val, fit = perm[:n_val], perm[n_val:]
@@ -191,24 +198,32 @@ def knn_accuracy(train_features, train_labels, test_features, test_labels, *,
     raise ValueError(f"temperature must be > 0, got {temperature}")
   num_classes = int(max(ytr.max(), yte.max())) + 1
   normalise = lambda x: x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
+  # Arguments, not constants closed over: a closed-over (N, D) array would
+  # be copied into the compiled program (memory, compile time).
   xtr_n = jnp.asarray(normalise(xtr))
   ytr_j = jnp.asarray(ytr)
-
-  @jax.jit
-  def predict(block):
-    sims, idx = jax.lax.top_k(block @ xtr_n.T, k)
-    votes = jax.nn.one_hot(ytr_j[idx], num_classes) * jnp.exp(sims / temperature)[..., None]
-    return jnp.argmax(votes.sum(1), -1)
-
+  del xtr
   xte_n = normalise(xte)
   correct = 0
   for start in tqdm.trange(0, len(xte_n), block_size, desc="k-NN",
                            unit="block", disable=not progress):
     block = xte_n[start:start + block_size]
     pad = block_size - len(block)  # pad the last block: one compiled shape
-    pred = predict(jnp.asarray(np.pad(block, ((0, pad), (0, 0)))))
+    pred = _knn_predict(jnp.asarray(np.pad(block, ((0, pad), (0, 0)))),
+                        xtr_n, ytr_j, jnp.float32(temperature), k=k,
+                        num_classes=num_classes)
     correct += int(np.sum(np.asarray(pred)[:len(block)] == yte[start:start + block_size]))
   return correct / len(xte)
+
+
+@functools.partial(jax.jit, static_argnames=("k", "num_classes"))
+def _knn_predict(block, xtr_n, ytr, temperature, *, k, num_classes):
+  """Class of each row of ``block``: the exp(s/τ)-weighted vote of its k
+  most cosine-similar rows of ``xtr_n`` (rows already unit-norm)."""
+  sims, idx = jax.lax.top_k(block @ xtr_n.T, k)
+  votes = jax.nn.one_hot(ytr[idx], num_classes) * jnp.exp(
+      sims / temperature)[..., None]
+  return jnp.argmax(votes.sum(1), -1)
 
 
 def _representations(state, x):
@@ -286,7 +301,7 @@ def extract_features(state, images, batch_size, mesh,
     ValueError: a chunk larger than batch_size (rounded to the mesh).
   """
   sharding = NamedSharding(mesh, P("data"))
-  fn = jax.jit(_representations, out_shardings=NamedSharding(mesh, P()))
+  fn = _jitted_representations(NamedSharding(mesh, P()))
   batch_size -= batch_size % mesh.size  # divisible over the devices
   if isinstance(images, np.ndarray):
     chunks = (images[i:i + batch_size] for i in range(0, len(images),
@@ -294,18 +309,37 @@ def extract_features(state, images, batch_size, mesh,
     total = -(-len(images) // batch_size)
   else:
     chunks = images
-  out = []
+  out, pending = [], None  # pending: the batch in flight, fetched one late
   for chunk in tqdm.tqdm(chunks, total=total, desc=desc, unit="batch",
                          disable=desc is None):
     if len(chunk) > batch_size:
       raise ValueError(f"a chunk of {len(chunk)} images exceeds batch_size "
                        f"{batch_size}")
+    # Scaled on the host, as the features have always been (the same bits).
     chunk = np.asarray(chunk).astype(np.float32) / 255.0
-    pad = batch_size - len(chunk)  # one compiled shape for every batch
-    chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * 3)
+    n = len(chunk)
+    pad = batch_size - n  # one compiled shape for every batch
+    chunk = np.pad(chunk, ((0, pad),) + ((0, 0),) * (chunk.ndim - 1))
+    # Fetched one batch late: the host prepares the next chunk while this
+    # one runs.
     h = fn(state, jax.device_put(chunk, sharding))
-    out.append(np.asarray(jax.device_get(h))[:batch_size - pad])
-  return np.concatenate(out).astype(np.float32)
+    if pending is not None:
+      out.append(_fetch(*pending))
+    pending = (h, n)
+  if pending is not None:
+    out.append(_fetch(*pending))
+  return np.concatenate(out) if len(out) > 1 else out[0].copy()
+
+
+def _fetch(h, n):
+  return np.asarray(jax.device_get(h), np.float32)[:n]
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_representations(out_sharding):
+  """One jitted feature extractor per output sharding (float32 h)."""
+  return jax.jit(lambda state, x: _representations(state, x).astype(
+      jnp.float32), out_shardings=out_sharding)
 
 
 def probe_splits(train_source, test_source, *, seed: int, announce=print):

@@ -22,8 +22,8 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
-from ssljax import (checkpoints, config_validation, data, distributed,
-                    evaluate, evaluators, faults, inputs, methods, monitor,
+from ssljax import (checkpoints, compilation_cache, config_validation, data,
+                    distributed, evaluate, evaluators, faults, inputs, methods, monitor,
                     preemption, report)
 # Re-exported (train.__all__): the state and what builds it.
 from ssljax.train_state import (TrainState, create_learning_rate_fn,
@@ -181,6 +181,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   seconds = {}  # wall time of each phase, results.json "seconds"
   # Every field, before anything is loaded or written (one-line ConfigError).
   config_validation.validate(config)
+  compilation_cache.enable(config.get("compilation_cache_dir", "auto"))
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
@@ -248,8 +249,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       total_steps=total_steps, initial_state=initial_state,
       view_size=view_shape[0], seed=config.seed, shown=shown,
       announce=lambda line: print(line, flush=True) if shown else None)
-  evals = evaluators.build(config.evals, ctx,
-                           baselines=config.eval_inputs.baselines)
+  # Baselines last: every other evaluator reads the trained state's
+  # features, extracted once; the random-init baseline replaces them.
+  evals = sorted(evaluators.build(config.evals, ctx,
+                                  baselines=config.eval_inputs.baselines),
+                 key=lambda ev: ev.baseline)
 
   # Training loop.
   graph, graph_info = None, {}

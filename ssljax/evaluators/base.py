@@ -31,11 +31,14 @@ class EvalContext:
       representations h (centre crops, BatchNorm in inference mode) and int32
       (N,) labels of the probe's "train" (fit) or "test" rows; cached per
       (state.step, split, state identity), so evaluators due at the same
-      step share one extraction. None when no split is labelled.
+      step share one extraction (only the latest state's are kept; the
+      arrays are shared: never change them). None when no split is
+      labelled.
     view_embeddings: ``view_embeddings(state) -> (h, z, sources)``: a fixed
       sample of train images (same images and same augmentations at every
       call), V views each: h float32 (V, B, D) representations, z float32
-      (V, B, K) projector outputs, sources int32 (B,) their image indices.
+      (V, B, K) projector outputs, sources int32 (B,) their image indices;
+      computed once per state and shared like ``features``.
     raw_pixels: ``raw_pixels(split) -> (X, y)``: float32 (N, H·W·C) pixels
       in [0, 1] of in-memory splits, or None when a split streams.
     initial_state: ``initial_state()`` -> the train state at its random

@@ -2,7 +2,7 @@
 
 Built once by the train loop (`make_context`); the evaluators call its
 functions. Features are extracted once per (state, split) and shared by every
-evaluator due at the same step.
+evaluator due at the same step; only the latest state's are kept.
 """
 
 from __future__ import annotations
@@ -59,8 +59,11 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
       raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     key = (state_fingerprint(state), split)
     if key not in cache:
-      if len(cache) >= 4:  # the latest state's two splits, and init's
-        cache.pop(next(iter(cache)))
+      # Only the latest state's features are kept (its two splits): the
+      # train loop runs every evaluator of one state before the next state,
+      # so an older state's (N, D) arrays would only hold memory.
+      for old in [k for k in cache if k[0] != key[0]]:
+        del cache[old]
       source, rows = splits[:2] if split == "train" else splits[2:]
       labels = []
 
@@ -94,7 +97,16 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
       view_labels.append(np.asarray(train_source.read(rows)[1], np.int32))
     return view_labels[0]
 
+  views_cache = {}  # the latest state's (h, z, rows): one forward pass
+
   def view_embeddings(state):
+    key = state_fingerprint(state)
+    if key not in views_cache:
+      views_cache.clear()
+      views_cache[key] = compute_view_embeddings(state)
+    return views_cache[key]
+
+  def compute_view_embeddings(state):
     nonlocal view_fn
     if view_fn is None:
       def fn(s, images, key):
@@ -123,9 +135,11 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
     if not hasattr(source, "images"):
       return None
     from ssljax.inputs import source_labels  # pylint: disable=import-outside-toplevel
-    x = source.images.reshape(len(source), -1).astype(np.float32) / 255.0
+    images = source.images if rows is None else source.images[rows]
+    x = images.reshape(len(images), -1).astype(np.float32)
+    x /= 255.0  # in place: one (N, H·W·C) float32 array, no temporary
     y = source_labels(source)
-    return (x, y) if rows is None else (x[rows], y[rows])
+    return (x, y) if rows is None else (x, y[rows])
 
   def labelled_images(split, rows=None):
     if splits is None:

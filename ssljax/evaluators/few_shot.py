@@ -46,7 +46,10 @@ def _check_split(name: str, x, y):
                      f"{y.dtype} {y.shape}")
   if not np.all(np.isfinite(x)):
     raise ValueError(f"{name}_features must be finite")
-  return x.astype(np.float64), y.astype(np.int64)
+  # The caller's dtype: only the rows a draw uses are made float64.
+  if not np.issubdtype(x.dtype, np.floating):
+    x = x.astype(np.float64)
+  return x, y.astype(np.int64)
 
 
 def _check_options(shots, draws, l2_grid, val_per_class):
@@ -150,9 +153,12 @@ def few_shot_accuracy(train_features, train_labels, test_features,
         f"shots={max(shots)} exceeds class {classes[smallest]}'s "
         f"{counts[smallest]} training rows minus val_per_class="
         f"{val_per_class} held out")
-  mean, std = xtr.mean(0), xtr.std(0)
+  mean, std = xtr.mean(0, dtype=np.float64), xtr.std(0, dtype=np.float64)
   std = np.where(std > 0, std, 1.0)
-  xtr, xte = (xtr - mean) / std, (xte - mean) / std
+  # float64 standardised rows on demand: the (N, D) train split is never
+  # copied whole (a draw reads C·(shots + val_per_class) rows of it).
+  rows_of = lambda rows: (xtr[rows].astype(np.float64) - mean) / std
+  xte = (xte.astype(np.float64) - mean) / std
   rows_by_class = [np.flatnonzero(ytr == c) for c in classes]
   rng = np.random.default_rng(seed)
   results = {}
@@ -167,10 +173,11 @@ def few_shot_accuracy(train_features, train_labels, test_features,
       val, fit_rows = np.concatenate(val), np.concatenate(fit_rows)
       # ±1 targets over the classes' positions in `classes`.
       t_nxc = 2.0 * (ytr[fit_rows][:, None] == classes[None, :]) - 1.0
-      fits = _ridge_fits(xtr[fit_rows], t_nxc, l2_grid)
+      fits = _ridge_fits(rows_of(fit_rows), t_nxc, l2_grid)
       yval = np.searchsorted(classes, ytr[val])
+      xval = rows_of(val)
       best = max(range(len(fits)), key=lambda i: (_accuracy(
-          xtr[val], yval, fits[i]), -i))
+          xval, yval, fits[i]), -i))
       w, b = fits[best]
       pred = classes[np.argmax(xte @ w + b, axis=1)]
       accs.append(float(np.mean(pred == yte)))

@@ -1,0 +1,53 @@
+"""ssljax.compilation_cache: where the persistent cache goes, and that a
+compiled program is written there."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from ssljax import compilation_cache
+
+
+@pytest.fixture
+def restore_jax_config():
+  names = ("jax_compilation_cache_dir",
+           "jax_persistent_cache_min_compile_time_secs",
+           "jax_persistent_cache_min_entry_size_bytes")
+  saved = {n: getattr(jax.config, n) for n in names}
+  yield
+  for n, v in saved.items():
+    jax.config.update(n, v)
+
+
+def test_off_with_empty_string(restore_jax_config):
+  before = jax.config.jax_compilation_cache_dir
+  assert compilation_cache.enable("") is None
+  assert compilation_cache.enable(None) is None
+  assert jax.config.jax_compilation_cache_dir == before
+
+
+def test_auto_respects_xdg_cache_home(tmp_path, monkeypatch):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+  assert compilation_cache.default_dir() == os.path.join(
+      str(tmp_path), "ssljax", "jax")
+  monkeypatch.setenv("XDG_CACHE_HOME", "")
+  assert compilation_cache.default_dir() == os.path.join(
+      os.path.expanduser("~"), ".cache", "ssljax", "jax")
+
+
+def test_auto_keeps_a_directory_the_process_set(tmp_path,
+                                                restore_jax_config):
+  jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
+  assert compilation_cache.enable("auto") == str(tmp_path / "mine")
+
+
+def test_a_compiled_program_is_written(tmp_path, restore_jax_config):
+  cache_dir = compilation_cache.enable(str(tmp_path / "cache"))
+  assert cache_dir == str(tmp_path / "cache")
+  assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+  # A program this process has not compiled before (the constant makes
+  # its HLO unique to this test).
+  jax.jit(lambda x: jnp.sin(x) * 1.2345678)(jnp.arange(7.0)).block_until_ready()
+  assert os.listdir(cache_dir)
