@@ -190,6 +190,10 @@ def main(argv):
     if distributed.initialize(config.distributed):
       distributed.check_same_run(config)
     results = train.train_and_evaluate(config, _WORKDIR.value)
+  except extras.MissingExtraError as e:  # e.g. a tfds dataset, no tfds
+    if flags.FLAGS.verbosity >= 1:
+      raise
+    _fail(str(e), USAGE_ERROR)
   except preemption.Preempted as e:
     if jax.process_index() == 0:
       print(str(e), file=sys.stderr, flush=True)

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import resource
+import socket
 import time
 
 from absl import logging
@@ -90,10 +91,10 @@ class JsonLinesWriter:
 
 
 def tensorboard_available() -> bool:
-  """Whether the ``tensorboard`` package (its TF-free event writer) imports."""
+  """Whether the ``tensorboard`` package (its record writer) imports."""
   try:
     # pylint: disable=import-outside-toplevel,unused-import
-    from tensorboard.summary.writer import event_file_writer  # noqa: F401
+    from tensorboard.summary.writer import record_writer  # noqa: F401
   except ImportError:
     return False
   return True
@@ -102,16 +103,20 @@ def tensorboard_available() -> bool:
 class TensorBoardWriter:
   """TensorBoard event files written without TensorFlow.
 
-  Uses the ``tensorboard`` package's own event-file writer and the summary
-  protos of its scalar and histogram plugins, the records TensorFlow's
-  ``tf.summary`` writes: ``tensorboard --logdir DIR`` shows the scalars and
-  histograms as usual. Needs the ``tensorboard`` package (``train`` extra).
+  One file ``events.out.tfevents.<time>.<host>.<pid>.ssljax`` per writer,
+  of ``Event`` records holding the summary protos of TensorBoard's scalar
+  and histogram plugins, the records ``tf.summary`` writes:
+  ``tensorboard --logdir DIR`` shows them as usual. Only the ``tensorboard``
+  package's record format and protos are used (``train`` extra), never its
+  ``tensorboard.compat.tf``, which would import TensorFlow if installed.
+  Writes are synchronous and reach the disk at each ``flush``.
 
   Args:
     logdir: the directory of the event files (created if missing).
 
   Raises:
     ImportError: ``tensorboard`` is not installed.
+    OSError: the file cannot be created.
   """
 
   def __init__(self, logdir: str):
@@ -119,34 +124,40 @@ class TensorBoardWriter:
     from tensorboard.compat.proto import event_pb2
     from tensorboard.plugins.histogram import summary_v2 as histogram
     from tensorboard.plugins.scalar import summary_v2 as scalar
-    from tensorboard.summary.writer import event_file_writer
+    from tensorboard.summary.writer import record_writer
     os.makedirs(logdir, exist_ok=True)
-    self.logdir = logdir
     self._event = event_pb2.Event
     self._scalar_pb, self._histogram_pb = scalar.scalar_pb, histogram.histogram_pb
-    self._file = event_file_writer.EventFileWriter(logdir)
+    self.path = os.path.join(
+        logdir, f"events.out.tfevents.{int(time.time()):010d}."
+        f"{socket.gethostname()}.{os.getpid()}.ssljax")
+    self._records = record_writer.RecordWriter(open(self.path, "ab"))  # pylint: disable=consider-using-with
+    self._write(self._event(wall_time=time.time(), file_version="brain.Event:2"))
 
-  def _add(self, step: int, summary):
-    self._file.add_event(self._event(step=int(step), wall_time=time.time(),
-                                     summary=summary))
+  def _write(self, event):
+    self._records.write(event.SerializeToString())
 
   def write_scalars(self, step: int, scalars: dict):
     """One scalar summary per name (floats)."""
     for name, value in scalars.items():
-      self._add(step, self._scalar_pb(name, float(value)))
+      self._write(self._event(step=int(step), wall_time=time.time(),
+                              summary=self._scalar_pb(name, float(value))))
 
   def write_histograms(self, step: int, arrays: dict, num_buckets=None):
     """One histogram summary per name (finite 1-D arrays; 30 buckets by
     default, as ``tf.summary.histogram``)."""
     for name, value in arrays.items():
-      self._add(step, self._histogram_pb(
-          name, np.asarray(value, np.float64), buckets=num_buckets or 30))
+      summary = self._histogram_pb(name, np.asarray(value, np.float64),
+                                   buckets=num_buckets or 30)
+      self._write(self._event(step=int(step), wall_time=time.time(),
+                              summary=summary))
 
   def flush(self):
-    self._file.flush()
+    self._records.flush()
 
   def close(self):
-    self._file.close()
+    if not self._records.closed:
+      self._records.close()
 
 
 class MetricWriter:
