@@ -200,3 +200,52 @@ def test_without_tensorboard_metrics_jsonl_alone(tmp_path):
 if __name__ == "__main__":
   for package in CORE:  # a fresh interpreter each: the whole list
     print(f"{package}: {' '.join(third_party_imports([package])[package])}")
+
+
+# ------------------------------------------------------ main job, no TF (slow) --
+def _main_without(tmp_path, hidden, *overrides, config="vicreg.py:smoke"):
+  env = env_with_hidden(hidden)
+  env["SSLJAX_MODULES_AT_EXIT"] = str(tmp_path / "modules.txt")
+  proc = subprocess.run(
+      [sys.executable, "-m", "ssljax.main", "--config",
+       os.path.join(REPO, "configs", config), f"--workdir={tmp_path / 'run'}",
+       "--config.eval_inputs.baselines=False", *overrides],
+      cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = json.loads((tmp_path / "run" / "results.json").read_text())
+  assert results["steps"] > 0
+  assert any(k.endswith("test_accuracy") for k in results["evals"]), results
+  return set((tmp_path / "modules.txt").read_text().split())
+
+
+@pytest.mark.slow
+def test_main_job_streams_array_record_without_tensorflow(tmp_path,
+                                                          monkeypatch):
+  """A tfds ArrayRecord split (built here, with TensorFlow) is streamed by
+  the main job with TensorFlow hidden: tfds alone reads it."""
+  from test_data import _synthetic, _write_idx  # pylint: disable=import-outside-toplevel
+  from ssljax.data import fashion_mnist, fashion_mnist_tfds  # pylint: disable=import-outside-toplevel
+  idx = tmp_path / "idx"
+  idx.mkdir()
+  for split, num, offset in (("train", 600, 0), ("test", 300, 1000)):
+    images, labels = _synthetic(num, offset)
+    names = fashion_mnist.FASHION_MNIST_FILES[split]
+    _write_idx(idx / names[0], images)
+    _write_idx(idx / names[1], labels)
+  monkeypatch.setenv(fashion_mnist.FASHION_MNIST_ENV_VAR, str(idx))
+  fashion_mnist_tfds.FashionMnistLocal(
+      data_dir=str(tmp_path / "tfds"),
+      file_format="array_record").download_and_prepare()
+  modules = _main_without(tmp_path, ["tensorflow", "clu"],
+                          f"--config.dataset.data_dir={tmp_path / 'tfds'}",
+                          "--config.dataset.in_memory=no")
+  assert "tensorflow_datasets" in modules and "array_record" in modules
+  assert not {"tensorflow", "clu"} & modules
+
+
+@pytest.mark.slow
+def test_main_job_on_an_image_folder_without_tensorflow(tmp_path):
+  modules = _main_without(tmp_path, ["tensorflow", "tensorflow_datasets", "clu"],
+                          config="cifar_resnet18.py:vicreg,cifar10,smoke")
+  assert "PIL" in modules
+  assert not {"tensorflow", "tensorflow_datasets", "clu"} & modules

@@ -218,13 +218,26 @@ def _tensorflow_needed(what: str):
   try:
     yield
   except ImportError as e:
-    name = e.name or ""
-    if name == "tensorflow" or name.startswith("tensorflow."):
+    if _tensorflow_missing(e):
       raise DatasetUnavailableError(
           f"{what} needs TensorFlow, which is not installed: pip install "
           "tensorflow-cpu (reading prepared ArrayRecord files does not)"
       ) from e
     raise
+
+
+def _tensorflow_missing(exc: BaseException) -> bool:
+  """Whether ``exc`` or an error in its chain is TensorFlow's absence (tfds
+  re-raises it with another message and without the module's name)."""
+  seen = set()
+  while exc is not None and id(exc) not in seen:
+    seen.add(id(exc))
+    name = getattr(exc, "name", None) or ""
+    if (name == "tensorflow" or name.startswith("tensorflow.")
+        or re.search(r"No module named '?tensorflow[.']", str(exc))):
+      return True
+    exc = exc.__cause__ or exc.__context__
+  return False
 
 
 def hide_gpus_from_tensorflow(import_it: bool = False) -> bool:
