@@ -123,20 +123,23 @@ def test_extras_helpers():
   assert not isinstance(info.value, extras.MissingExtraError)
 
 
-def test_tfds_dataset_without_tensorflow_datasets_is_one_line():
-  code = ("from ssljax import data, extras\n"
-          "try:\n  data.open_split('mnist', 'train')\n"
-          "except extras.MissingExtraError as e:\n  print(e)\n"
-          "import sys; print(sorted(m for m in sys.modules "
-          "if m.startswith('tensorflow')))")
+def test_tfds_dataset_and_pal_loop_without_their_modules_are_one_line():
+  code = ("import sys\nfrom ssljax import data, extras, pal\n"
+          "for f in (lambda: data.open_split('mnist', 'train'),\n"
+          "          lambda: pal.run_pal):\n"
+          "  try:\n    f()\n"
+          "  except extras.MissingExtraError as e:\n    print(e)\n"
+          "print(sorted(m for m in sys.modules if m.startswith('tensorflow')))")
   proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, text=True,
                         capture_output=True, timeout=300,
                         env=env_with_hidden(["tensorflow",
-                                             "tensorflow_datasets"]))
+                                             "tensorflow_datasets", "optax"]))
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout.splitlines() == [
       "dataset 'mnist' needs the 'tfds' extra: pip install 'ssljax[tfds]' "
-      "(no module 'tensorflow_datasets')", "[]"]
+      "(no module 'tensorflow_datasets')",
+      "ssljax.pal.run_pal needs the 'train' extra: pip install "
+      "'ssljax[train]' (no module 'optax')", "[]"]
 
 
 # ------------------------------------------------------------- TensorBoard --
