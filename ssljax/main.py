@@ -24,6 +24,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import re  # noqa: E402
 import sys  # noqa: E402
 
+from ssljax import extras  # noqa: E402
+
+# Before the first third-party import: a missing 'train' extra is one line.
+if __name__ == "__main__":
+  extras.exit_if_missing("train", "python -m ssljax.main")
+
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
@@ -169,18 +175,25 @@ def main(argv):
       raise PermissionError(f"no write permission on {_WORKDIR.value!r}")
   except OSError as e:
     _fail(f"--workdir={_WORKDIR.value}: cannot be used ({e})", USAGE_ERROR)
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import jax  # pylint: disable=import-outside-toplevel
-  from ssljax import checkpoints, data, distributed, train  # pylint: disable=import-outside-toplevel
-  from ssljax import preemption  # pylint: disable=import-outside-toplevel
-  # TF only feeds data: keep it off accelerators that JAX needs.
-  tf.config.set_visible_devices([], "GPU")
+  try:
+    train = extras.import_module("ssljax.train", "python -m ssljax.main")
+  except extras.MissingExtraError as e:
+    _fail(str(e), USAGE_ERROR)
+  from ssljax import checkpoints, data, distributed, preemption  # pylint: disable=import-outside-toplevel
+  # Only if something imported TensorFlow already (tfds builders that need
+  # it hide the GPUs themselves, ssljax.data.splits): it stays off the GPUs.
+  data.splits.hide_gpus_from_tensorflow()
   try:
     # Before anything creates JAX's backend: a multi-process run joins
     # here, and every process must run the same config and code.
     if distributed.initialize(config.distributed):
       distributed.check_same_run(config)
     results = train.train_and_evaluate(config, _WORKDIR.value)
+  except extras.MissingExtraError as e:  # e.g. a tfds dataset, no tfds
+    if flags.FLAGS.verbosity >= 1:
+      raise
+    _fail(str(e), USAGE_ERROR)
   except preemption.Preempted as e:
     if jax.process_index() == 0:
       print(str(e), file=sys.stderr, flush=True)

@@ -1,7 +1,8 @@
 """Run bookkeeping of the train loop: metrics files, NaN/Inf guards, timings.
 
-``MetricWriter`` appends metrics.jsonl and TensorBoard summaries through clu
-metric writers (process 0; `JsonLinesWriter` is the JSON-lines one);
+``MetricWriter`` appends metrics.jsonl (`JsonLinesWriter`) and, when the
+``tensorboard`` package is installed, TensorBoard event files
+(`TensorBoardWriter`, which needs no TensorFlow), on process 0;
 ``kept_line`` and ``atomic_write`` make both survive a kill and a resume;
 ``check_metrics_finite`` / ``check_state_finite`` stop a run at the first
 non-finite loss term or state, naming the last good checkpoint; ``timed``
@@ -14,27 +15,30 @@ import json
 import os
 import re
 import resource
+import socket
 import time
 
-from clu import metric_writers
+from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-__all__ = ["MetricWriter", "JsonLinesWriter", "kept_line", "write_cause",
+__all__ = ["MetricWriter", "JsonLinesWriter", "TensorBoardWriter",
+           "tensorboard_available", "kept_line", "write_cause",
            "atomic_write",
            "all_finite", "peak_rss_mib",
            "checkpoint_note", "check_metrics_finite", "check_state_finite",
            "timed"]
 
 
-class JsonLinesWriter(metric_writers.MetricWriter):
-  """A clu ``MetricWriter`` that appends ``{"step": s, ...}`` lines to a file.
+class JsonLinesWriter:
+  """Appends ``{"step": s, ...}`` lines to a file.
 
   Scalars are written as floats and 1-D arrays (``write_histograms``: a
   spectrum) as lists. Values given for one step between two ``flush`` calls
-  make one line; images, videos, audio and hyper-parameters are not kept.
+  make one line. The method names are those of clu's ``MetricWriter``;
+  images, videos, audio and hyper-parameters are accepted and not kept.
 
   Attributes:
     path: the metrics.jsonl file.
@@ -86,13 +90,84 @@ class JsonLinesWriter(metric_writers.MetricWriter):
     self.flush()
 
 
-class MetricWriter:
-  """metrics.jsonl and TensorBoard through clu writers, process 0 only.
+def tensorboard_available() -> bool:
+  """Whether the ``tensorboard`` package (its record writer) imports."""
+  try:
+    # pylint: disable=import-outside-toplevel,unused-import
+    from tensorboard.summary.writer import record_writer  # noqa: F401
+  except ImportError:
+    return False
+  return True
 
-  A clu ``MultiWriter`` of `JsonLinesWriter` (metrics.jsonl) and clu's
-  TensorBoard ``SummaryWriter`` (``workdir/tensorboard``). Scalars go to
-  both; 1-D arrays (a spectrum) go to metrics.jsonl as lists and to
-  TensorBoard as histograms (when finite), never as scalars.
+
+class TensorBoardWriter:
+  """TensorBoard event files written without TensorFlow.
+
+  One file ``events.out.tfevents.<time>.<host>.<pid>.ssljax`` per writer,
+  of ``Event`` records holding the summary protos of TensorBoard's scalar
+  and histogram plugins, the records ``tf.summary`` writes:
+  ``tensorboard --logdir DIR`` shows them as usual. Only the ``tensorboard``
+  package's record format and protos are used (``train`` extra), never its
+  ``tensorboard.compat.tf``, which would import TensorFlow if installed.
+  Writes are synchronous and reach the disk at each ``flush``.
+
+  Args:
+    logdir: the directory of the event files (created if missing).
+
+  Raises:
+    ImportError: ``tensorboard`` is not installed.
+    OSError: the file cannot be created.
+  """
+
+  def __init__(self, logdir: str):
+    # pylint: disable=import-outside-toplevel
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.plugins.histogram import summary_v2 as histogram
+    from tensorboard.plugins.scalar import summary_v2 as scalar
+    from tensorboard.summary.writer import record_writer
+    os.makedirs(logdir, exist_ok=True)
+    self._event = event_pb2.Event
+    self._scalar_pb, self._histogram_pb = scalar.scalar_pb, histogram.histogram_pb
+    self.path = os.path.join(
+        logdir, f"events.out.tfevents.{int(time.time()):010d}."
+        f"{socket.gethostname()}.{os.getpid()}.ssljax")
+    self._records = record_writer.RecordWriter(open(self.path, "ab"))  # pylint: disable=consider-using-with
+    self._write(self._event(wall_time=time.time(), file_version="brain.Event:2"))
+
+  def _write(self, event):
+    self._records.write(event.SerializeToString())
+
+  def write_scalars(self, step: int, scalars: dict):
+    """One scalar summary per name (floats)."""
+    for name, value in scalars.items():
+      self._write(self._event(step=int(step), wall_time=time.time(),
+                              summary=self._scalar_pb(name, float(value))))
+
+  def write_histograms(self, step: int, arrays: dict, num_buckets=None):
+    """One histogram summary per name (finite 1-D arrays; 30 buckets by
+    default, as ``tf.summary.histogram``)."""
+    for name, value in arrays.items():
+      summary = self._histogram_pb(name, np.asarray(value, np.float64),
+                                   buckets=num_buckets or 30)
+      self._write(self._event(step=int(step), wall_time=time.time(),
+                              summary=summary))
+
+  def flush(self):
+    self._records.flush()
+
+  def close(self):
+    if not self._records.closed:
+      self._records.close()
+
+
+class MetricWriter:
+  """metrics.jsonl and TensorBoard event files, process 0 only.
+
+  `JsonLinesWriter` (metrics.jsonl) and, when ``tensorboard`` is installed,
+  `TensorBoardWriter` (``workdir/tensorboard``; else ``tensorboard`` is None
+  and one log line says so). Scalars go to both; 1-D arrays (a spectrum) go
+  to metrics.jsonl as lists and to TensorBoard as histograms (when finite),
+  never as scalars.
 
   Resuming at ``resume_step`` drops the lines of later steps (they are
   recomputed exactly) and, when a step up to ``resume_step`` is written
@@ -116,9 +191,13 @@ class MetricWriter:
         kept = [l for l in f if kept_line(l, resume_step)]
       atomic_write(self.path, "".join(kept))
     self.jsonl = JsonLinesWriter(self.path)
-    self.tensorboard = metric_writers.SummaryWriter(
-        os.path.join(workdir, "tensorboard"))
-    self.writers = metric_writers.MultiWriter([self.jsonl, self.tensorboard])
+    self.tensorboard = None
+    if tensorboard_available():
+      self.tensorboard = TensorBoardWriter(os.path.join(workdir, "tensorboard"))
+    else:
+      logging.warning("the tensorboard package is not installed: metrics go "
+                      "to metrics.jsonl only, no TensorBoard files")
+    self.writers = [w for w in (self.jsonl, self.tensorboard) if w is not None]
 
   def write(self, step: int, metrics: dict):
     """Writes one step's metrics: floats (or 0-d arrays) and 1-D arrays.
@@ -142,16 +221,18 @@ class MetricWriter:
       if step <= self.resume_step:
         self._forget(step, set(metrics))
       if scalars:
-        self.writers.write_scalars(step, scalars)
+        for writer in self.writers:
+          writer.write_scalars(step, scalars)
       if arrays:
         self.jsonl.write_histograms(step, arrays)
         finite = {k: v for k, v in arrays.items()
                   if v.size and np.all(np.isfinite(v))}
-        if finite:
+        if finite and self.tensorboard is not None:
           self.tensorboard.write_histograms(step, finite)
-      self.writers.flush()
+      for writer in self.writers:
+        writer.flush()
     except Exception as e:  # pylint: disable=broad-except
-      # TensorFlow's summary writer raises its own error types.
+      # The event writer's background thread re-raises its own errors.
       raise OSError(f"cannot write the metrics of step {step} under "
                     f"{os.path.dirname(self.path)} ({write_cause(e)})") from e
 
@@ -173,7 +254,8 @@ class MetricWriter:
 
   def close(self):
     if self.active:
-      self.writers.close()
+      for writer in self.writers:
+        writer.close()
 
 
 def write_cause(exc: BaseException) -> str:

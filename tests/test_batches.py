@@ -14,11 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import tensorflow_datasets as tfds
 from PIL import Image
 
 from ssljax import data
-from ssljax.data import crops, synthetic
+from ssljax.data import crops, fashion_mnist_tfds, synthetic
 
 SPEC = data.view_spec({"num_global": 2, "size": 24})
 
@@ -183,15 +182,22 @@ def test_array_record_split_streams_the_in_memory_records(tmp_path,
     _write_idx(idx / names[0], images)
     _write_idx(idx / names[1], labels)
   monkeypatch.setenv("SSLJAX_FASHION_MNIST_DIR", str(idx))
-  tfds.builder("fashion_mnist_local", data_dir=str(tmp_path / "tfds"),
-               file_format="array_record").download_and_prepare()
+  fashion_mnist_tfds.FashionMnistLocal(
+      data_dir=str(tmp_path / "tfds"),
+      file_format="array_record").download_and_prepare()
   kwargs = dict(data_dir=str(tmp_path / "tfds"))
   streamed = data.open_split("fashion_mnist_local", "train", in_memory="no",
                              **kwargs)
-  memory = data.open_split("fashion_mnist_local", "train", in_memory="yes",
-                           **kwargs)
+  idx_memory = data.open_split("fashion_mnist_local", "train", in_memory="yes",
+                               **kwargs)
   assert isinstance(streamed, data.TfdsSource) and len(streamed) == 30
-  assert streamed.num_classes == memory.num_classes == 10
+  assert streamed.num_classes == idx_memory.num_classes == 10
+  # tfds stores the records in its own order (hashed keys); the IDX files
+  # are read in file order: the same records.
+  records = streamed.read(range(30))
+  assert (sorted(zip(map(bytes, records[0]), records[1].tolist()))
+          == sorted(zip(map(bytes, idx_memory.images), idx_memory.labels.tolist())))
+  memory = data.ArraySource(*records, num_classes=10)
   spec = data.view_spec({"num_global": 2})
   for a, b in zip(_take(streamed, spec=spec, num_steps=4),
                   _take(memory, spec=spec, num_steps=4)):

@@ -175,18 +175,28 @@ def test_no_checkpoint_returns_target_at_step_zero(tmp_path):
   assert state is target and step == 0 and damaged == []
 
 
-def _main(workdir, data_dir):
+def _main(workdir, data_dir, env=None):
   cmd = [sys.executable, "-m", "ssljax.main", "--config",
          os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
          f"--config.dataset.data_dir={data_dir}", f"--workdir={workdir}",
          "--config.eval_inputs.baselines=False"]
   return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
-                        timeout=900)
+                        timeout=900, env=env)
 
 
 def test_main_job_resumes_past_a_damaged_checkpoint(fmnist_data_dir, tmp_path):
-  first = _main(tmp_path / "a", fmnist_data_dir)
+  # The first run has no TensorFlow, tensorflow-datasets or clu (hidden as
+  # if not installed, tests/hide_modules): the main job on Fashion-MNIST
+  # needs none of them.
+  from test_extras import env_with_hidden  # pylint: disable=import-outside-toplevel
+  env = env_with_hidden(["tensorflow", "tensorflow_datasets", "clu"])
+  env["SSLJAX_MODULES_AT_EXIT"] = str(tmp_path / "modules.txt")
+  first = _main(tmp_path / "a", fmnist_data_dir, env)
   assert first.returncode == 0, first.stderr[-3000:]
+  modules = set((tmp_path / "modules.txt").read_text().split())
+  assert {"ssljax", "jax", "grain", "optax", "orbax"} <= modules
+  assert not {"tensorflow", "tensorflow_datasets", "clu"} & modules
+  assert os.listdir(tmp_path / "a" / "tensorboard")
   shutil.copytree(tmp_path / "a", tmp_path / "b")
   _truncate(str(tmp_path / "b" / "checkpoints" / "6"))
   second = _main(tmp_path / "b", fmnist_data_dir)

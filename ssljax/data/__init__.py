@@ -1,6 +1,9 @@
 """Data: sources, the streaming input pipeline, the view recipe.
 
-Importing this package registers the ``fashion_mnist_local`` tfds builder.
+Importing this package imports neither TensorFlow nor tensorflow-datasets:
+``fashion_mnist_local`` is read from its IDX files with NumPy, and tfds is
+imported when a tfds dataset is opened (or ``FashionMnistLocal``, the tfds
+builder of the same data, is used).
 `ssljax.data.splits` opens a split as a source (`ssljax.data.sources`),
 which gives random access to it; `ssljax.data.batches` turns one into host
 batches keyed by (seed, step); the views (`ssljax.data.views`,
@@ -16,7 +19,6 @@ from ssljax.data.edges import edge_batches
 from ssljax.data.edges import edge_tables
 from ssljax.data.edges import sample_edges
 from ssljax.data.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
-from ssljax.data.fashion_mnist import FashionMnistLocal
 from ssljax.data.fashion_mnist import find_fashion_mnist_files
 from ssljax.data.sources import ArraySource
 from ssljax.data.sources import DatasetUnavailableError
@@ -55,3 +57,11 @@ __all__ = [
     "train_batches",
     "view_spec",
 ]
+
+
+def __getattr__(name):
+  if name == "FashionMnistLocal":  # imports tensorflow-datasets
+    from ssljax import extras  # pylint: disable=import-outside-toplevel
+    return extras.import_module("ssljax.data.fashion_mnist_tfds",
+                                "ssljax.data.FashionMnistLocal").FashionMnistLocal
+  raise AttributeError(f"module 'ssljax.data' has no attribute {name!r}")

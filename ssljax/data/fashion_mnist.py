@@ -1,4 +1,4 @@
-"""Offline tfds builder ``fashion_mnist_local`` reading the original IDX files.
+"""Fashion-MNIST ``fashion_mnist_local``: the original IDX files read with NumPy.
 
 Where the data comes from: Zalando's Fashion-MNIST (Xiao, Rasul & Vollgraf
 2017) as the four original gzipped IDX files
@@ -11,12 +11,14 @@ On Debian/Ubuntu install them with
     sudo apt-get install -y dataset-fashion-mnist
 
 which puts them in ``/usr/share/datasets/fashion-mnist`` (``DEFAULT_FASHION_MNIST_DIR``).
-The builder looks for the files, in order, in ``dl_manager.manual_dir`` (by
-default ``<data_dir>/downloads/manual``), then in ``$SSLJAX_FASHION_MNIST_DIR``
-if that variable is set, else in ``DEFAULT_FASHION_MNIST_DIR``. It never
-touches the network. Its features, class names and splits are identical to
-tfds's official ``fashion_mnist``, which users with internet access can use
-instead (it downloads the same files).
+The files are looked for, in order, in ``<data_dir>/downloads/manual`` (the
+tfds manual dir), then in ``$SSLJAX_FASHION_MNIST_DIR`` if that variable is
+set, else in ``DEFAULT_FASHION_MNIST_DIR``; nothing touches the network.
+`ssljax.data.open_split` reads a split into memory from them directly, in
+file order, with neither TensorFlow nor tensorflow-datasets. The same data
+as a tfds dataset (e.g. ArrayRecord files to stream) is the builder
+`ssljax.data.fashion_mnist_tfds.FashionMnistLocal`, whose features, class
+names and splits are those of tfds's official ``fashion_mnist``.
 """
 
 import gzip
@@ -25,14 +27,12 @@ import pathlib
 import zlib
 
 import numpy as np
-import tensorflow_datasets as tfds
 
 __all__ = [
     "CLASS_NAMES",
     "DEFAULT_FASHION_MNIST_DIR",
     "FASHION_MNIST_ENV_VAR",
     "FASHION_MNIST_FILES",
-    "FashionMnistLocal",
     "find_fashion_mnist_files",
     "read_split",
 ]
@@ -49,21 +49,10 @@ CLASS_NAMES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
-_IMAGE_SHAPE = (28, 28)
+IMAGE_SHAPE = (28, 28)
 # IDX magic numbers: 0x0000 then dtype 0x08 (unsigned byte) then the rank.
 _IMAGES_MAGIC = 0x00000803
 _LABELS_MAGIC = 0x00000801
-
-_CITATION = """\
-@article{xiao2017fashionmnist,
-  author  = {Han Xiao and Kashif Rasul and Roland Vollgraf},
-  title   = {Fashion-MNIST: a Novel Image Dataset for Benchmarking Machine
-             Learning Algorithms},
-  journal = {arXiv preprint arXiv:1708.07747},
-  year    = {2017},
-}
-"""
-
 
 def find_fashion_mnist_files(directory=None) -> pathlib.Path | None:
   """Returns the first directory holding all four Fashion-MNIST IDX files.
@@ -144,9 +133,9 @@ def read_split(directory: pathlib.Path, split: str):
   images_name, labels_name = FASHION_MNIST_FILES[split]
   images = _read_idx(directory / images_name, _IMAGES_MAGIC)
   labels = _read_idx(directory / labels_name, _LABELS_MAGIC)
-  if images.shape[1:] != _IMAGE_SHAPE:
+  if images.shape[1:] != IMAGE_SHAPE:
     raise ValueError(f"{directory / images_name}: images have shape "
-                     f"{images.shape[1:]}, expected {_IMAGE_SHAPE}")
+                     f"{images.shape[1:]}, expected {IMAGE_SHAPE}")
   if len(images) != len(labels):
     raise ValueError(f"{directory / labels_name}: {len(labels)} labels for "
                      f"{len(images)} images in {images_name}")
@@ -154,50 +143,3 @@ def read_split(directory: pathlib.Path, split: str):
     raise ValueError(f"{directory / labels_name}: label {labels.max()} is out "
                      f"of range [0, {len(CLASS_NAMES)})")
   return images, labels
-
-
-class FashionMnistLocal(tfds.core.GeneratorBasedBuilder):
-  """Fashion-MNIST from the local IDX files; same features as ``fashion_mnist``."""
-
-  VERSION = tfds.core.Version("1.0.0")
-  RELEASE_NOTES = {"1.0.0": "Initial release, read offline from IDX files."}
-  MANUAL_DOWNLOAD_INSTRUCTIONS = (
-      "Install the IDX files with `sudo apt-get install -y dataset-fashion-mnist`"
-      f" (into {DEFAULT_FASHION_MNIST_DIR}), or set ${FASHION_MNIST_ENV_VAR}, or"
-      " copy the four *-ubyte.gz files into the manual dir.")
-
-  def _info(self) -> tfds.core.DatasetInfo:
-    return tfds.core.DatasetInfo(
-        builder=self,
-        description=(
-            "Fashion-MNIST: 70,000 28x28 grayscale images of Zalando articles in"
-            " 10 classes (60,000 train, 10,000 test), read offline from the"
-            " original IDX files."),
-        features=tfds.features.FeaturesDict({
-            "image": tfds.features.Image(shape=_IMAGE_SHAPE + (1,)),
-            "label": tfds.features.ClassLabel(names=list(CLASS_NAMES)),
-        }),
-        supervised_keys=("image", "label"),
-        homepage="https://github.com/zalandoresearch/fashion-mnist",
-        citation=_CITATION,
-    )
-
-  def _split_generators(self, dl_manager):
-    try:
-      manual_dir = dl_manager.manual_dir
-    except AssertionError:  # tfds' way of saying the manual dir is absent/empty.
-      manual_dir = None
-    directory = find_fashion_mnist_files(manual_dir)
-    if directory is None:
-      raise FileNotFoundError(
-          "Fashion-MNIST IDX files not found in the manual dir, "
-          f"${FASHION_MNIST_ENV_VAR} or {DEFAULT_FASHION_MNIST_DIR}. "
-          + self.MANUAL_DOWNLOAD_INSTRUCTIONS)
-    return {split: self._generate_examples(directory, split)
-            for split in FASHION_MNIST_FILES}
-
-  def _generate_examples(self, directory: pathlib.Path, split: str):
-    images, labels = read_split(directory, split)
-    # The index is the key: deterministic and equal to the file order.
-    for index, (image, label) in enumerate(zip(images, labels)):
-      yield index, {"image": image[..., None], "label": int(label)}

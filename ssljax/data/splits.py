@@ -1,30 +1,39 @@
-"""Opening a split: tfds datasets (in memory or streamed) and image folders.
+"""Opening a split: Fashion-MNIST, tfds datasets (in memory or streamed), image folders.
 
 `open_split` returns the random-access source (`ssljax.data.sources`) that
-`ssljax.data.batches` reads; `load_split` decodes a whole tfds split into
+`ssljax.data.batches` reads; `load_split` decodes a whole split into
 memory (small datasets, the whole-dataset graphs); `steps_per_epoch` is the
 drop-remainder epoch length every loader uses.
+
+What each needs: "fashion_mnist_local" in memory is read from the IDX files
+with NumPy and an image folder with Pillow; any other name is a tfds
+dataset, which imports tensorflow-datasets (the ``tfds`` extra) at that
+moment. Reading a prepared ArrayRecord split needs no TensorFlow; building
+a tfds dataset or reading TFRecord files may, and then the error says so.
 """
 
+import contextlib
 import os
 import re
+import sys
 
 import numpy as np
-import tensorflow_datasets as tfds
 
+from ssljax import extras
 from ssljax.data import fashion_mnist, sources
 from ssljax.data.sources import DatasetUnavailableError
 
-__all__ = ["IN_MEMORY_MODES", "load_split", "open_split", "steps_per_epoch"]
+__all__ = ["IN_MEMORY_MODES", "hide_gpus_from_tensorflow", "load_split",
+           "open_split", "steps_per_epoch"]
 
 
 def load_split(name: str, split: str, *, data_dir: str | None = None,
                download: bool = False) -> tuple[np.ndarray, np.ndarray]:
-  """Loads a whole tfds split into memory.
+  """Loads a whole split into memory.
 
   Args:
-    name: tfds dataset name, e.g. "fashion_mnist_local" (prepared offline from
-      the IDX files) or "fashion_mnist".
+    name: "fashion_mnist_local" (read from the IDX files in file order, no
+      tfds) or a tfds dataset name, e.g. "fashion_mnist".
     split: tfds split string, e.g. "train", "test" or "train[:512]".
     data_dir: tfds data dir; None uses tfds's default (~/tensorflow_datasets).
     download: allow tfds to download and prepare a missing dataset (needs
@@ -35,15 +44,18 @@ def load_split(name: str, split: str, *, data_dir: str | None = None,
 
   Raises:
     DatasetUnavailableError: unknown name; dataset not prepared and
-      ``download`` is False; fashion_mnist_local IDX files missing; no
-      image/label features.
+      ``download`` is False; fashion_mnist_local IDX files missing or
+      invalid; no image/label features; TensorFlow needed and missing.
+    ssljax.extras.MissingExtraError: a tfds name without tensorflow-datasets.
   """
+  if name == "fashion_mnist_local":
+    return _fashion_mnist(split, data_dir)
   builder = _builder(name, data_dir)
   # is_prepared() only stats <data_dir>/<name>/<version>/dataset_info.json etc.
   if not builder.is_prepared():
     _prepare(builder, download)
   image_key, label_key = _image_label_keys(builder)
-  if builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD:
+  if builder.info.file_format.value == "array_record":
     # No tf.data reader for ArrayRecord: decode through the data source.
     source = sources.TfdsSource(builder, split, image_key, label_key)
     parts = [source.read(range(i, min(i + 4096, len(source))))
@@ -51,7 +63,9 @@ def load_split(name: str, split: str, *, data_dir: str | None = None,
     images = np.concatenate([np.asarray(p[0]) for p in parts])
     labels = np.concatenate([p[1] for p in parts])
   else:
-    data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1))
+    with _tensorflow_needed(f"reading {name!r} (TFRecord files)"):
+      tfds = extras.import_module("tensorflow_datasets", f"dataset {name!r}")
+      data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1))
     images, labels = data[image_key], data[label_key].astype(np.int32)
   if images.dtype != np.uint8 or images.ndim != 4:
     raise DatasetUnavailableError(
@@ -71,11 +85,15 @@ def open_split(name: str, split: str, *, data_dir: str | None = None,
   """A random-access source (`ssljax.data.sources`) of one split.
 
   Args:
-    name: "image_folder" (images under ``data_dir/<split>``) or a tfds name.
+    name: "image_folder" (images under ``data_dir/<split>``),
+      "fashion_mnist_local" (the IDX files) or a tfds name.
     split: tfds split string, or the sub-folder of an image folder.
     data_dir: the tfds data dir (None: tfds's default), or the image folder.
     download: let tfds download and prepare a missing dataset (internet).
-    in_memory: tfds datasets only. "yes": decode the split into memory once
+    in_memory: tfds datasets (and fashion_mnist_local, whose "auto" and
+      "yes" read the IDX files and "no" needs a tfds ArrayRecord copy
+      built by `ssljax.data.fashion_mnist_tfds`). "yes": decode the split
+      into memory once
       (`ArraySource`); "no": read it lazily from ArrayRecord files
       (`TfdsSource`; host memory independent of the dataset size); "auto":
       "yes" for images of one fixed shape totalling at most
@@ -104,6 +122,10 @@ def open_split(name: str, split: str, *, data_dir: str | None = None,
     folder, rows = folder_split(split)
     return sources.ImageFolderSource(os.path.join(data_dir, folder), channels,
                                      rows)
+  if name == "fashion_mnist_local" and in_memory != "no":
+    images, labels = _fashion_mnist(split, data_dir)
+    return sources.ArraySource(images, labels,
+                               len(fashion_mnist.CLASS_NAMES))
   builder = _builder(name, data_dir)
   if not builder.is_prepared():
     _prepare(builder, download)
@@ -158,13 +180,99 @@ def folder_split(split: str):
   return folder, slice(bound(start, "", 0), bound(stop, "", 0))
 
 
+def _fashion_mnist(split: str, data_dir):
+  """(uint8 (N, 28, 28, 1), int32 (N,)) of a fashion_mnist_local split."""
+  match = _FOLDER_SPLIT.match(split)
+  if not match or match.group(1) not in fashion_mnist.FASHION_MNIST_FILES:
+    raise DatasetUnavailableError(
+        f"fashion_mnist_local split {split!r}: expected 'train' or 'test', "
+        "optionally sliced as NAME[a:b] or NAME[:N%]")
+  folder, rows = folder_split(split)
+  root = data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser(
+      "~/tensorflow_datasets")  # tfds's default data dir
+  manual_dir = os.path.join(root, "downloads", "manual")
+  directory = fashion_mnist.find_fashion_mnist_files(manual_dir)
+  if directory is None:
+    raise DatasetUnavailableError(
+        "fashion_mnist_local: the Fashion-MNIST IDX files were not found in "
+        f"{manual_dir}, ${fashion_mnist.FASHION_MNIST_ENV_VAR} or "
+        f"{fashion_mnist.DEFAULT_FASHION_MNIST_DIR}. Run `sudo apt-get install"
+        " -y dataset-fashion-mnist` or set "
+        f"{fashion_mnist.FASHION_MNIST_ENV_VAR} to a directory with them.")
+  try:
+    images, labels = fashion_mnist.read_split(directory, folder)
+  except ValueError as e:
+    raise DatasetUnavailableError(f"fashion_mnist_local: {e}") from e
+  if rows is not None:
+    rows = rows(len(images)) if callable(rows) else rows
+    images, labels = images[rows], labels[rows]
+  return images[..., None], labels.astype(np.int32)
+
+
+@contextlib.contextmanager
+def _tensorflow_needed(what: str):
+  """Around a tfds call that may use TensorFlow: imports TensorFlow (if
+  installed) first and hides the GPUs from it, which JAX needs; turns a
+  missing TensorFlow into one DatasetUnavailableError."""
+  hide_gpus_from_tensorflow(import_it=True)
+  try:
+    yield
+  except ImportError as e:
+    if _tensorflow_missing(e):
+      raise DatasetUnavailableError(
+          f"{what} needs TensorFlow, which is not installed: pip install "
+          "tensorflow-cpu (reading prepared ArrayRecord files does not)"
+      ) from e
+    raise
+
+
+def _tensorflow_missing(exc: BaseException) -> bool:
+  """Whether ``exc`` or an error in its chain is TensorFlow's absence (tfds
+  re-raises it with another message and without the module's name)."""
+  seen = set()
+  while exc is not None and id(exc) not in seen:
+    seen.add(id(exc))
+    name = getattr(exc, "name", None) or ""
+    if (name == "tensorflow" or name.startswith("tensorflow.")
+        or re.search(r"No module named '?tensorflow[.']", str(exc))):
+      return True
+    exc = exc.__cause__ or exc.__context__
+  return False
+
+
+def hide_gpus_from_tensorflow(import_it: bool = False) -> bool:
+  """Makes TensorFlow see no GPU (it only reads data; JAX needs the GPUs).
+
+  Acts only if TensorFlow is already imported, or, with ``import_it``,
+  installed; never fails (TensorFlow refuses once its devices are set up).
+
+  Returns:
+    whether TensorFlow is imported now.
+  """
+  if "tensorflow" not in sys.modules:
+    if not import_it:
+      return False
+    try:
+      import tensorflow  # pylint: disable=import-outside-toplevel,unused-import  # noqa: F401
+    except ImportError:
+      return False
+  try:
+    sys.modules["tensorflow"].config.set_visible_devices([], "GPU")
+  except (RuntimeError, AttributeError):
+    pass
+  return True
+
+
 def _builder(name: str, data_dir):
+  tfds = extras.import_module("tensorflow_datasets", f"dataset {name!r}")
+  if name == "fashion_mnist_local":  # registers the builder
+    extras.import_module("ssljax.data.fashion_mnist_tfds", f"dataset {name!r}")
   try:
     return tfds.builder(name, data_dir=data_dir)
   except tfds.core.DatasetNotFoundError as e:
     raise DatasetUnavailableError(
-        f"{name!r} is not a registered tfds dataset (check the spelling; "
-        f"'fashion_mnist_local' needs `import ssljax.data`).") from e
+        f"{name!r} is not a registered tfds dataset (check the spelling)."
+    ) from e
 
 
 def _prepare(builder, download: bool) -> None:
@@ -187,7 +295,8 @@ def _prepare(builder, download: bool) -> None:
         f"it with `tfds build {builder.name} --data_dir {root}`, copy a "
         "prepared copy there, or pass --config.dataset.download=True on a "
         "machine with internet access.")
-  builder.download_and_prepare()
+  with _tensorflow_needed(f"building the tfds dataset {builder.name!r}"):
+    builder.download_and_prepare()
 
 
 def _image_label_keys(builder) -> tuple[str, str]:

@@ -33,7 +33,7 @@ import zipfile
 
 import numpy as np
 
-from ssljax import checks
+from ssljax import checks, extras
 
 __all__ = ["EdgeGraph", "symmetrize_edges", "knn_edges", "pixel_features",
            "supervised_edges", "load_edge_list"]
@@ -151,8 +151,9 @@ def pixel_features(images, *, pca_dim: int = 0, seed: int = 0) -> np.ndarray:
     raise ValueError(f"pca_dim must be in [0, {min(x_NxD.shape)}], got {pca_dim}")
   if pca_dim == 0:
     return x_NxD
-  from sklearn.decomposition import PCA  # pylint: disable=import-outside-toplevel
-  pca = PCA(pca_dim, svd_solver="randomized", random_state=seed)
+  decomposition = extras.import_module("sklearn.decomposition",
+                                       "ssljax.graphs.pixel_features")
+  pca = decomposition.PCA(pca_dim, svd_solver="randomized", random_state=seed)
   return pca.fit_transform(x_NxD).astype(np.float32)
 
 
@@ -190,8 +191,9 @@ def knn_edges(features, k: int, *, mode: str = "union") -> EdgeGraph:
   k_int = checks.as_int(k, "k", f"an integer in [1, N - 1 = {n - 1}]")
   if not 1 <= k_int < n:
     raise ValueError(f"k must be an integer in [1, N - 1 = {n - 1}], got {k!r}")
-  from sklearn.neighbors import NearestNeighbors  # pylint: disable=import-outside-toplevel
-  nn = NearestNeighbors(n_neighbors=k_int, algorithm="brute").fit(x_NxD)
+  neighbors = extras.import_module("sklearn.neighbors",
+                                   "ssljax.graphs.knn_edges")
+  nn = neighbors.NearestNeighbors(n_neighbors=k_int, algorithm="brute").fit(x_NxD)
   nbr_Nxk = nn.kneighbors(return_distance=False)  # X=None: self excluded
   rows_Nxk = np.broadcast_to(np.arange(n)[:, None], nbr_Nxk.shape)
   return symmetrize_edges(n, rows_Nxk, nbr_Nxk, mode=mode)

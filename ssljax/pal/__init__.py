@@ -16,7 +16,7 @@ Names are imported lazily (PEP 562): the NumPy-only parts (labeler,
 bookkeeping, oracles, kernel) load without importing JAX, flax or optax.
 """
 
-import importlib
+from ssljax import extras
 
 _EXPORTS = {
     "active": ["CaptchaOracle", "HierarchicalOracle", "PruningOracle"],
@@ -39,8 +39,11 @@ __all__ = sorted(_MODULE_OF)
 
 def __getattr__(name):
   if name in _MODULE_OF:
-    value = getattr(importlib.import_module(f"ssljax.pal.{_MODULE_OF[name]}"),
-                    name)
+    # loop and active need optax / scikit-learn (the 'train' extra): a
+    # missing one is a one-line MissingExtraError.
+    module = extras.import_module(f"ssljax.pal.{_MODULE_OF[name]}",
+                                  f"ssljax.pal.{name}")
+    value = getattr(module, name)
     globals()[name] = value
     return value
   raise AttributeError(f"module 'ssljax.pal' has no attribute {name!r}")

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from ssljax import checks
+from ssljax import checks, extras
 from ssljax.pal.labeler import Labeler
 from ssljax.pal.oracles import GraphOracle
 
@@ -229,8 +229,9 @@ class PruningOracle(_TemplateOracle):
     pool = np.flatnonzero(~labelled)
     if pool.size == 0:
       return pool
-    from sklearn.cluster import KMeans  # pylint: disable=g-import-not-at-top
-    km = KMeans(self.num_clusters, n_init=3,
+    cluster = extras.import_module("sklearn.cluster",
+                                   "ssljax.pal.PruningOracle")
+    km = cluster.KMeans(self.num_clusters, n_init=3,
                 random_state=int(rng.integers(2**31 - 1))).fit(z_unit)
     cents = checks.unit_rows(km.cluster_centers_)
     dist = 1.0 - np.sum(z_unit[pool] * cents[km.labels_[pool]], axis=1)

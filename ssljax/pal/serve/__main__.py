@@ -29,6 +29,12 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from ssljax import extras  # noqa: E402
+
+# Before the first third-party import: a missing extra is one line.
+if __name__ == "__main__":
+  extras.exit_if_missing("serve", "python -m ssljax.pal.serve")
+
 from absl import app, flags  # noqa: E402
 from ml_collections import config_dict, config_flags  # noqa: E402
 
