@@ -30,10 +30,13 @@ $(UV):
 # --locked: fail (instead of re-resolving) when uv.lock no longer matches
 # pyproject.toml, so CI catches a stale lock. UV_PYTHON_DOWNLOADS=never: use
 # the machine's $(PYTHON), never a downloaded interpreter. --inexact: the
-# default sync leaves the extras of an earlier `make test` in place.
+# default sync leaves the extras of an earlier `make test` in place. The
+# interpreter is named by its real path (sys.executable): given a wrapper
+# such as pyenv's shim, uv took it for another Python and rebuilt .venv from
+# scratch on every sync.
+PYTHON_EXE = $$($(PYTHON) -c 'import sys; print(sys.executable)')
 UV_SYNC := UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(VENV) \
-  UV_LINK_MODE=copy $(UV) sync --locked --inexact \
-  --python "$$(command -v $(PYTHON))"
+  UV_LINK_MODE=copy $(UV) sync --locked --inexact --python "$(PYTHON_EXE)"
 
 # The extras of each command (pyproject.toml lists what each brings). The
 # tests include tfds: the tensorflow-datasets sources are tested there, the
@@ -57,7 +60,7 @@ lock: | $(UV)
 # The wheel in clean environments: the core alone (losses' doctests, a
 # jax.grad), then core + train without TensorFlow (the main job's smoke run).
 wheel-check: data | $(UV)
-	UV=$(UV) PYTHON="$$(command -v $(PYTHON))" .ci/wheel_check
+	UV=$(UV) PYTHON="$(PYTHON_EXE)" .ci/wheel_check
 
 data: $(FMNIST)
 
