@@ -4,7 +4,8 @@
 
 Builds the wheel once, then for each install (the core, core + `train`,
 core + `train` + `tfds` = the environment `make run` installed before the
-extras existed, where TensorFlow was a dependency) creates a clean virtual
+extras existed, where TensorFlow was a dependency, core + `serve`, and the
+environment of `make test`) creates a clean virtual
 environment with uv, installs the wheel with those extras at the lock's
 versions (`uv export` as constraints, so the packages are the ones
 `make run` installs), and reports the number of distributions, the size of
@@ -23,8 +24,11 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-INSTALLS = [("core", ""), ("core + train", "[train]"),
-            ("core + train + tfds (before the extras)", "[train,tfds]")]
+INSTALLS = [("core", ""), ("core + train (`make run`)", "[train]"),
+            ("core + train + tfds (the default before the extras)",
+             "[train,tfds]"),
+            ("core + serve (brings train)", "[serve]"),
+            ("`make test`", "[train,tfds,test,docs,serve]")]
 IMPORT_TIME = ("import time; t = time.perf_counter(); import ssljax.losses; "
                "print(time.perf_counter() - t)")
 
