@@ -61,7 +61,7 @@ def main():
   args = parser.parse_args()
   with tempfile.TemporaryDirectory(prefix="ssljax_install_size_") as tmp:
     scratch = pathlib.Path(tmp)
-    run(args.uv, "build", "--wheel", "--quiet", "--out-dir",
+    run(args.uv, "build", "--quiet", "--out-dir",
         str(scratch / "dist"), str(ROOT))
     wheel = str(next((scratch / "dist").glob("ssljax-*.whl")))
     constraints = str(scratch / "constraints.txt")
