@@ -44,16 +44,19 @@ def _name(requirement: str) -> str:
 
 
 def test_lock_covers_every_extra():
+  """uv.lock was resolved from this pyproject.toml, every extra included."""
   project = _pyproject()["project"]
   root = next(p for p in _lock()["package"] if p["name"] == "ssljax")
   assert root["version"] == project["version"]
   extras = project["optional-dependencies"]
+  assert set(root["metadata"]["provides-extras"]) == set(extras)
   assert set(root["optional-dependencies"]) == set(extras)
-  for extra, requirements in extras.items():
-    locked = {d["name"] for d in root["optional-dependencies"][extra]}
-    assert locked == {_name(r) for r in requirements}, extra
-  assert {d["name"] for d in root["dependencies"]} == {
-      _name(r) for r in project["dependencies"]}
+  locked = {}
+  for d in root["metadata"]["requires-dist"]:
+    extra = re.fullmatch(r"extra == '(\w+)'", d.get("marker", "extra == ''"))
+    locked.setdefault(extra.group(1) if extra else "", set()).add(d["name"])
+  assert locked.pop("") == {_name(r) for r in project["dependencies"]}
+  assert locked == {e: {_name(r) for r in reqs} for e, reqs in extras.items()}
 
 
 def closure(extras: tuple[str, ...]) -> set[str]:
