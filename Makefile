@@ -1,9 +1,11 @@
 # Fresh machine → running job. Everything the project needs is installed here:
 # uv (pinned, in .uv/), the locked environment in .venv (uv.lock, exactly),
 # Debian's Fashion-MNIST files and, for the docs test, Debian's chromium
-# (apt, as root or through sudo). `make run` installs the default
-# environment only; `make test` adds the test, docs and serve extras (pytest,
-# hypothesis, mkdocs, playwright, the annotation service) that a run never uses.
+# (apt, as root or through sudo). `make run` installs the core and the
+# `train` extra only (no TensorFlow); `make test` adds the test, docs, serve
+# and tfds extras (pytest, hypothesis, mkdocs, playwright, the annotation
+# service, tensorflow-datasets with TensorFlow) that a run never uses.
+# `make wheel-check` builds the wheel and tries it in clean environments.
 PYTHON ?= python3
 VENV ?= .venv
 WORKDIR ?= runs/vicreg
@@ -15,7 +17,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup setup-test data browser postgres run test test-slow lock
+.PHONY: setup setup-test data browser postgres run test test-slow lock wheel-check
 
 setup: $(VENV)/.installed
 
@@ -28,22 +30,37 @@ $(UV):
 # --locked: fail (instead of re-resolving) when uv.lock no longer matches
 # pyproject.toml, so CI catches a stale lock. UV_PYTHON_DOWNLOADS=never: use
 # the machine's $(PYTHON), never a downloaded interpreter. --inexact: the
-# default sync leaves the extras of an earlier `make test` in place.
+# default sync leaves the extras of an earlier `make test` in place. The
+# interpreter is named by its real path (sys.executable): given a wrapper
+# such as pyenv's shim, uv took it for another Python and rebuilt .venv from
+# scratch on every sync.
+PYTHON_EXE = $$($(PYTHON) -c 'import sys; print(sys.executable)')
 UV_SYNC := UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(VENV) \
-  UV_LINK_MODE=copy $(UV) sync --locked --inexact \
-  --python "$$(command -v $(PYTHON))"
+  UV_LINK_MODE=copy $(UV) sync --locked --inexact --python "$(PYTHON_EXE)"
+
+# The extras of each command (pyproject.toml lists what each brings). The
+# tests include tfds: the tensorflow-datasets sources are tested there, the
+# TensorFlow-free main job by `make wheel-check`. `bench` (torch, a CUDA
+# build on Linux x86-64) is installed by hand only: $(UV_SYNC) --extra bench.
+RUN_EXTRAS := --extra train
+TEST_EXTRAS := $(RUN_EXTRAS) --extra tfds --extra test --extra docs --extra serve
 
 $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
-	$(UV_SYNC)
+	$(UV_SYNC) $(RUN_EXTRAS)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(UV_SYNC) --extra test --extra docs --extra serve
+	$(UV_SYNC) $(TEST_EXTRAS)
 	touch $@
 
 # After editing the dependencies in pyproject.toml: re-resolve and commit uv.lock.
 lock: | $(UV)
 	$(UV) lock
+
+# The wheel in clean environments: the core alone (losses' doctests, a
+# jax.grad), then core + train without TensorFlow (the main job's smoke run).
+wheel-check: data | $(UV)
+	UV=$(UV) PYTHON="$(PYTHON_EXE)" .ci/wheel_check
 
 data: $(FMNIST)
 
