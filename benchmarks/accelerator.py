@@ -27,8 +27,9 @@ them, parameters replicated: the main job's mesh), for each model of
 * **compile s**: trace + lower + XLA compile of the step (``jit.lower(...)
   .compile()``; a persistent compilation cache, if on, makes this a load);
 * **peak device memory**: ``device.memory_stats()["peak_bytes_in_use"]``
-  of the first device where the backend reports it ("n/a" on CPU); each
-  model runs in its own child process so the peak is that model's. The
+  of the first device where the backend reports it ("n/a" on CPU); at full
+  size each model runs in its own child process (``--isolate``), so the
+  peak is that model's (``--smoke`` runs them all in this process). The
   JSON also holds XLA's own estimate of the step's buffers
   (``compiled.memory_analysis()``: arguments + outputs + temporaries −
   aliased), which every backend gives.
@@ -242,7 +243,7 @@ def run_model(name: str, args) -> dict:
 
   for _ in range(args.warmup):
     state, metrics = compiled(state, batch)
-  jax.block_until_ready(metrics)
+  jax.block_until_ready(state)
   windows = []
   for _ in range(args.repeats):
     start = time.perf_counter()
@@ -409,7 +410,9 @@ def markdown(result: dict) -> str:
   lines = [f"Devices: {m['devices']} ({m['device_kind']}, backend "
            f"{m['backend']}); jax {m['jax']}, jaxlib {m['jaxlib']}; host "
            f"{m['cpus']} CPUs ({m['platform']}); {m['date']}; "
-           f"{'--smoke sizes' if result['smoke'] else 'full sizes'}.", "",
+           f"{'--smoke sizes' if result['smoke'] else 'full sizes'}; load "
+           f"average {result['load_average_before'][0]:.1f} before, "
+           f"{result['load_average_after'][0]:.1f} after.", "",
            "| model | views | dtype | batch | devices | step img/s | "
            "end-to-end img/s | stall % | compile s | peak device memory | "
            "XLA step buffers |",
@@ -451,6 +454,8 @@ def machine() -> dict:
           "backend": jax.default_backend(), "jax": jax.__version__,
           "jaxlib": jaxlib.__version__, "cpus": os.cpu_count(),
           "platform": platform.platform(), "python": platform.python_version(),
+          "xla_flags": os.environ.get("XLA_FLAGS", ""),
+          "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
           "date": datetime.datetime.now(datetime.timezone.utc).strftime(
               "%Y-%m-%d %H:%M UTC")}
 
@@ -494,9 +499,12 @@ def parse_args(argv=None):
                       help="cuda; cpu only to check the PyTorch code")
   parser.add_argument("--torch_python", default=sys.executable,
                       help="the Python whose torch runs the PyTorch step")
-  parser.add_argument("--in_process", action="store_true",
-                      help="every model in this process (faster start; "
-                      "peak device memory is then the running maximum)")
+  parser.add_argument("--isolate", choices=("auto", "yes", "no"),
+                      default="auto",
+                      help="each model in its own child process (yes) or all "
+                      "in this one (no: one import and start-up, but peak "
+                      "device memory is then the running maximum); auto: "
+                      "no with --smoke, else yes")
   parser.add_argument("--model_timeout", type=float, default=600.0)
   parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
@@ -505,6 +513,8 @@ def parse_args(argv=None):
               "num_images"):
     if getattr(args, key) is None:
       setattr(args, key, sizes[key])
+  args.in_process = (args.isolate == "no"
+                     or (args.isolate == "auto" and args.smoke))
   args.models = (args.models.split(",") if args.models else DEFAULT_MODELS)
   unknown = [m for m in args.models if m not in CASES]
   if unknown:
@@ -534,6 +544,7 @@ def main(argv=None) -> dict:
     print(json.dumps(row), flush=True)
     return row
   os.makedirs(args.out, exist_ok=True)
+  load_before = os.getloadavg()
   if any(CASES[m].data == "folder" for m in args.models):
     write_folder(args)
   rows = []
@@ -554,7 +565,9 @@ def main(argv=None) -> dict:
     except Exception as e:  # pylint: disable=broad-except
       torch_row = {"skipped": f"{type(e).__name__}: {e}"}
   result = {"smoke": args.smoke, "machine": machine(), "rows": rows,
-            "torch": torch_row, "argv": sys.argv[1:]}
+            "torch": torch_row, "argv": sys.argv[1:] if argv is None else argv,
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg()}
   with open(os.path.join(args.out, "accelerator.json"), "w") as f:
     json.dump(result, f, indent=2)
   table = markdown(result)

@@ -64,7 +64,7 @@ def _check_result(result, out, models):
 def test_smoke_of_one_model_writes_the_json_and_the_table(tmp_path):
   """The cheapest model (ViT-Tiny MAE on 28 px), in this process: ~25 s."""
   out = str(tmp_path / "out")
-  result = accelerator.main(["--out", out, "--smoke", "--in_process",
+  result = accelerator.main(["--out", out, "--smoke", "--isolate", "no",
                              "--models", "vitt4_mae_fmnist", "--torch", "off",
                              "--data_dir", str(tmp_path)])
   _check_result(result, out, ["vitt4_mae_fmnist"])
@@ -77,7 +77,8 @@ def test_smoke_of_the_default_models_in_child_processes(tmp_path):
   several minutes on 2 busy cores."""
   out = str(tmp_path / "out")
   subprocess.run([sys.executable, "benchmarks/accelerator.py", "--out", out,
-                  "--smoke", "--data_dir", str(tmp_path)], cwd=ROOT,
+                  "--smoke", "--isolate", "yes", "--data_dir", str(tmp_path)],
+                 cwd=ROOT,
                  check=True, capture_output=True, text=True)
   with open(os.path.join(out, "accelerator.json")) as f:
     result = json.load(f)
@@ -105,7 +106,8 @@ def test_table_marks_failed_models_and_unknown_memory():
          "xla_step_bytes": float("nan")}
   result = {"smoke": True, "machine": accelerator.machine(),
             "rows": [row, {"model": "r50_in1k", "error": "OOM"}],
-            "torch": {"skipped": "no CUDA"}}
+            "torch": {"skipped": "no CUDA"}, "load_average_before": (1, 1, 1),
+            "load_average_after": (2, 2, 2)}
   lines = accelerator.markdown(result).splitlines()
   line = next(l for l in lines if l.startswith("| ResNet-18"))
   assert "| 10.0 | 5.0 | 50.0 | 1.0 | n/a | n/a |" in line
