@@ -53,6 +53,7 @@ Speed depends on the machine and its load: compare numbers of one run.
 import argparse
 import dataclasses
 import datetime
+import importlib
 import json
 import math
 import os
@@ -62,6 +63,10 @@ import sys
 import tempfile
 import time
 
+# jax and ssljax are imported inside the functions that use them: the
+# PyTorch step runs this file in a process (maybe another environment's
+# Python) that never imports them.
+# pylint: disable=import-outside-toplevel
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
@@ -120,7 +125,7 @@ def folder_path(args) -> str:
 def write_folder(args) -> str:
   """Writes the JPEG folder (``--num_images`` train images, 4 classes) if it
   is not there yet; returns its train split directory."""
-  from ssljax.data import synthetic  # pylint: disable=import-outside-toplevel
+  from ssljax.data import synthetic
   root = folder_path(args)
   train_dir = os.path.join(root, "train")
   if not os.path.isdir(train_dir):
@@ -138,8 +143,8 @@ def write_folder(args) -> str:
 def open_source(case: Case, config, args):
   """The model's train source: the JPEG folder or an in-memory split of
   random uint8 images of the recipe's shape (10 classes)."""
-  import numpy as np  # pylint: disable=import-outside-toplevel
-  from ssljax import data  # pylint: disable=import-outside-toplevel
+  import numpy as np
+  from ssljax import data
   if case.data == "folder":
     return data.ImageFolderSource(write_folder(args),
                                   channels=config.dataset.channels)
@@ -153,8 +158,7 @@ def open_source(case: Case, config, args):
 
 def model_config(case: Case, args):
   """The recipe config with the benchmark's batch, threads and views."""
-  import importlib  # pylint: disable=import-outside-toplevel
-  import jax  # pylint: disable=import-outside-toplevel
+  import jax
   module = importlib.import_module(f"configs.{case.module}")
   config = module.get_config(case.smoke_arg if args.smoke else case.arg)
   per_device = args.batch_per_device or (
@@ -193,7 +197,7 @@ def _memory_analysis_bytes(compiled) -> float:
 
 def _peak_device_bytes():
   """peak_bytes_in_use of the first local device, or None (CPU)."""
-  import jax  # pylint: disable=import-outside-toplevel
+  import jax
   stats = jax.local_devices()[0].memory_stats() or {}
   peak = stats.get("peak_bytes_in_use")
   return None if peak is None else int(peak)
@@ -201,10 +205,10 @@ def _peak_device_bytes():
 
 def run_model(name: str, args) -> dict:
   """Builds the recipe's state, step and pipeline; times them (one row)."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import numpy as np  # pylint: disable=import-outside-toplevel
-  from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
-  from ssljax import (config_validation, data, inputs, methods,  # pylint: disable=import-outside-toplevel
+  import jax
+  import numpy as np
+  from jax.sharding import NamedSharding, PartitionSpec as P
+  from ssljax import (config_validation, data, inputs, methods,
                       train)
 
   case = CASES[name]
@@ -214,7 +218,7 @@ def run_model(name: str, args) -> dict:
   spec = data.view_spec(config.views)
   mesh = train.make_mesh()
   steps_per_epoch = data.steps_per_epoch(len(source), config.batch_size)
-  total_steps = 100 * steps_per_epoch  # the schedules' length (no effect on speed)
+  total_steps = 100 * steps_per_epoch  # schedules' length: no effect on speed
   shapes = train.batch_spec(config, source.image_shape)
   method = methods.build(config)
   lr_fn = train.create_learning_rate_fn(config.optim, config.batch_size,
@@ -310,13 +314,13 @@ def run_torch(args) -> dict:
   {"skipped": reason}: on the GPU (``--torch_device cuda``, the default)
   or, to check this code without one, on the CPU."""
   try:
-    import torch  # pylint: disable=import-outside-toplevel
-    import torchvision  # pylint: disable=import-outside-toplevel
+    import torch
+    import torchvision
   except ImportError as e:
     return {"skipped": f"torch/torchvision not importable ({e})"}
   if args.torch_device == "cuda" and not torch.cuda.is_available():
     return {"skipped": f"torch {torch.__version__} sees no CUDA device"}
-  from torch import nn  # pylint: disable=import-outside-toplevel
+  from torch import nn
   torch.manual_seed(0)
   dev = torch.device(args.torch_device)
   cuda = dev.type == "cuda"
@@ -440,15 +444,15 @@ def markdown(result: dict) -> str:
     jax_row = next((r for r in result["rows"] if r["model"] == "r50_in1k"
                     and "error" not in r), None)
     if jax_row and jax_row["batch"] == t["batch"] * jax_row["devices"]:
+      per_device = jax_row["step_images_per_s"] / jax_row["devices"]
       lines.append(f"JAX / PyTorch step img/s: "
-                   f"{jax_row['step_images_per_s'] / jax_row['devices'] / t['step_images_per_s']:.2f}"
-                   " (per device).")
+                   f"{per_device / t['step_images_per_s']:.2f} (per device).")
   return "\n".join(lines) + "\n"
 
 
 def machine() -> dict:
-  import jax  # pylint: disable=import-outside-toplevel
-  import jaxlib  # pylint: disable=import-outside-toplevel
+  import jax
+  import jaxlib
   return {"devices": [str(d) for d in jax.devices()],
           "device_kind": jax.devices()[0].device_kind,
           "backend": jax.default_backend(), "jax": jax.__version__,
@@ -461,7 +465,8 @@ def machine() -> dict:
 
 
 # ------------------------------------------------------------------- main --
-def _child(argv: list[str], timeout: float, python: str = sys.executable) -> dict:
+def _child(argv: list[str], timeout: float,
+           python: str = sys.executable) -> dict:
   """Runs this script on one model in a fresh process; its JSON line."""
   out = subprocess.run([python, os.path.abspath(__file__), *argv],
                        capture_output=True, text=True, timeout=timeout,
@@ -476,7 +481,8 @@ def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--out", required=True, help="output directory")
   parser.add_argument("--smoke", action="store_true",
-                      help="toy sizes: runs on a CPU in well under a minute")
+                      help="toy sizes (the recipes' smoke variants): checks "
+                      "the command on a CPU")
   parser.add_argument("--models", default=None,
                       help=f"comma list of {list(CASES)}; default "
                       f"{','.join(DEFAULT_MODELS)}")

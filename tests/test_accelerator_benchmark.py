@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 from benchmarks import accelerator  # noqa: E402
+from ssljax import config_validation, data  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROW_NUMBERS = ("step_s", "step_images_per_s", "step_views_per_s", "e2e_s",
@@ -88,7 +89,6 @@ def test_smoke_of_the_default_models_in_child_processes(tmp_path):
 def test_dino_case_has_two_global_and_six_local_crops():
   """The full-size DINO case: 2 x 224 + 6 x 96 px, per-view ops cut to V = 8,
   and the config still validates."""
-  from ssljax import config_validation, data  # pylint: disable=import-outside-toplevel
   args = accelerator.parse_args(["--out", "unused"])
   config = accelerator.model_config(accelerator.CASES["vits16_dino"], args)
   config_validation.validate(config)
@@ -113,3 +113,23 @@ def test_table_marks_failed_models_and_unknown_memory():
   assert "| 10.0 | 5.0 | 50.0 | 1.0 | n/a | n/a |" in line
   assert any(l.startswith("| r50_in1k | failed: OOM") for l in lines)
   assert lines[-1] == "PyTorch ResNet-50 step: not measured (no CUDA)."
+
+
+def test_table_gives_the_jax_over_pytorch_ratio_per_device():
+  """2 devices at 3,000 img/s in all against PyTorch's 1,000 on one GPU at
+  the same batch per device: 1.50."""
+  row = {"model": "r50_in1k", "title": "ResNet-50 ImageNet VICReg",
+         "views": "2×224", "dtype": "bfloat16", "batch": 512, "devices": 2,
+         "step_images_per_s": 3000.0, "e2e_images_per_s": 2500.0,
+         "stall_fraction": 1 / 6, "compile_s": 40.0,
+         "peak_device_bytes": 30 * 2**30, "xla_step_bytes": 28 * 2**30}
+  torch_row = {"model": "torch_r50", "device": "GPU", "torch": "2",
+               "torch_compile": False, "batch": 256,
+               "step_images_per_s": 1000.0, "peak_device_bytes": 2**30}
+  result = {"smoke": False, "machine": accelerator.machine(), "rows": [row],
+            "torch": torch_row, "load_average_before": (0, 0, 0),
+            "load_average_after": (0, 0, 0)}
+  lines = accelerator.markdown(result).splitlines()
+  assert ("| ResNet-50 ImageNet VICReg | 2×224 | bfloat16 | 512 | 2 | "
+          "3,000.0 | 2,500.0 | 16.7 | 40.0 | 30.00 GiB | 28.00 GiB |") in lines
+  assert lines[-1] == "JAX / PyTorch step img/s: 1.50 (per device)."
