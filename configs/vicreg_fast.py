@@ -10,9 +10,11 @@ iterations, L2 grid up to 1e-2), and the evaluators cut to the offline probe,
 k-NN and the online probe (no baselines, few-shot or periodic label-free
 metrics, which cost about 3 minutes together). The network, the PyTorch-style
 initialisation and BatchNorm momentum (ssljax.models.initializers), views,
-loss and optimiser are the main job's. Measured runs: docs/results.md
-"A 15-minute config". ``:smoke`` is configs/vicreg.py's smoke variant with
-the same evaluator cut.
+loss and optimiser are the main job's. The budget: at the ~0.42 s per step
+of a quiet 2-core machine (docs/results.md) 7 epochs are 11.5 min of steps,
+plus about 1.5 min of setup and evaluation. Its accuracy has not been
+measured yet; docs/results.md lists the measured runs. ``:smoke`` is
+configs/vicreg.py's smoke variant with the same evaluator cut.
 """
 
 from ml_collections import config_dict
