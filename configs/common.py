@@ -95,6 +95,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # 2x256-image step on 2 CPU cores.
   c.model.encoder_kwargs.channels = (16, 32, 64, 512)
   c.model.encoder_kwargs.downsample = "avg"
+  # PyTorch's default init, U(±1/√fan_in) (ssljax.models.initializers), and
+  # BatchNorm running averages with momentum 0.9 (PyTorch's 0.1): after 1
+  # epoch the probe rose from 0.8740 to 0.8825 with them (docs/results.md).
+  c.model.encoder_kwargs.weight_init = "uniform_fan_in"
+  c.model.encoder_kwargs.bn_momentum = 0.9
   c.model.dtype = "float32"  # "float32" | "bfloat16" computation dtype
 
   c.optim = config_dict.ConfigDict()

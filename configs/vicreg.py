@@ -26,6 +26,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # Projector widths (Dense-BN-ReLU per hidden layer, a plain last Dense);
   # the last is the embedding dimension K.
   c.model.projector = (16, 16) if arg == "smoke" else (512, 512)
+  # The other attributes of the projector MLP (ssljax.models.Projector):
+  # PyTorch's nn.Linear init and BatchNorm1d momentum, as the encoder's.
+  c.model.projector_kwargs = config_dict.ConfigDict()
+  c.model.projector_kwargs.weight_init = "uniform_fan_in"
+  c.model.projector_kwargs.bn_momentum = 0.9
 
   c.loss = config_dict.ConfigDict()
   c.loss.form = "two_view"  # "two_view" (original paper) | "graph" (Z, G form)

@@ -128,7 +128,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "eval_inputs.view_samples": _int(2),
 }
 # Fields whose keys are free (attributes of a class, evaluator options).
-_FREE = ("model.encoder_kwargs.", "dataset.generate_kwargs.", "evals.")
+_FREE = ("model.encoder_kwargs.", "model.projector_kwargs.",
+         "dataset.generate_kwargs.", "evals.")
 
 def common_fields() -> dict:
   """Dotted path -> rule of the common fields of every config

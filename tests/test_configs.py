@@ -319,6 +319,7 @@ def walk_fields(configs_to_walk):
                 | set(methods.config_fields(config)))
     for path in config_validation.field_paths(config):
       if path.startswith(("evals.", "model.encoder_kwargs.",
+                          "model.projector_kwargs.",
                           "dataset.generate_kwargs.", "loss.")):
         counts["free"] += 1
         continue

@@ -43,7 +43,7 @@ from ssljax import config_rules, models
 __all__ = ["BatchSpec", "LossAux", "Method", "SingleNetworkMethod",
            "forward_views", "projector_network", "predictor_network",
            "two_view_problem", "loss_fields", "loss_key_problems", "loss_hparams",
-           "encoder_of", "compute_dtype", "keyword_hparams"]
+           "encoder_of", "head_kwargs", "compute_dtype", "keyword_hparams"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,13 +296,23 @@ def encoder_of(config):
                              compute_dtype(config))
 
 
+def head_kwargs(config) -> dict:
+  """Attributes of the projector/predictor MLPs besides their widths
+  (``weight_init``, ``bn_momentum``, ``bn_epsilon`` of
+  `ssljax.models.Projector`): ``config.model.projector_kwargs``, {} when the
+  config has none."""
+  kwargs = config.model.get("projector_kwargs", None)
+  return kwargs.to_dict() if kwargs is not None else {}
+
+
 def projector_network(config):
   """`ssljax.models.EncoderProjector` of ``config.model``: the encoder and
   the projector MLP of widths ``model.projector``."""
   dtype = compute_dtype(config)
   return models.EncoderProjector(
       encoder_of(config),
-      models.Projector(tuple(config.model.projector), dtype=dtype))
+      models.Projector(tuple(config.model.projector), dtype=dtype,
+                       **head_kwargs(config)))
 
 
 def predictor_network(config):
@@ -311,8 +321,10 @@ def predictor_network(config):
   dtype = compute_dtype(config)
   return models.EncoderProjectorPredictor(
       encoder_of(config),
-      models.Projector(tuple(config.model.projector), dtype=dtype),
-      models.Projector(tuple(config.model.predictor), dtype=dtype))
+      models.Projector(tuple(config.model.projector), dtype=dtype,
+                       **head_kwargs(config)),
+      models.Projector(tuple(config.model.predictor), dtype=dtype,
+                       **head_kwargs(config)))
 
 
 def two_view_problem(config, what: str) -> list:

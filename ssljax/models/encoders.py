@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from ssljax.models import initializers as inits
+
 __all__ = ["MLPEncoder", "SmallCNN"]
 
 
@@ -23,20 +25,33 @@ class MLPEncoder(nn.Module):
   Attributes:
     features: widths of the hidden layers; the last is the representation size D.
     use_bn: BatchNorm after every Dense layer.
+    weight_init: weight initialisation, one of `ssljax.models.initializers.INITS`
+      (default "uniform_fan_in", PyTorch's nn.Linear default).
+    bn_momentum: weight of the old running average in BatchNorm (0.9,
+      PyTorch's momentum=0.1; flax's default is 0.99).
+    bn_epsilon: added to the batch variance in BatchNorm (1e-5).
     dtype: computation dtype (parameters stay float32).
   """
   features: Sequence[int] = (512, 512)
   use_bn: bool = True
+  weight_init: str = "uniform_fan_in"
+  bn_momentum: float = inits.BN_MOMENTUM
+  bn_epsilon: float = inits.BN_EPSILON
   dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, x, train: bool = True):
     """x: (B, H, W, C) float -> (B, features[-1])."""
+    inits.check_init(self.weight_init)
     x = x.reshape(x.shape[0], -1).astype(self.dtype)
     for width in self.features:
-      x = nn.Dense(width, use_bias=not self.use_bn, dtype=self.dtype)(x)
+      x = nn.Dense(width, use_bias=not self.use_bn, dtype=self.dtype,
+                   kernel_init=inits.kernel_init(self.weight_init),
+                   bias_init=inits.bias_init(self.weight_init, x.shape[-1]))(x)
       if self.use_bn:
-        x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
+        x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype,
+                         momentum=self.bn_momentum,
+                         epsilon=self.bn_epsilon)(x)
       x = nn.relu(x)
     return x
 
@@ -52,11 +67,20 @@ class SmallCNN(nn.Module):
     channels: output channels of each stage.
     downsample: "avg" | "max" | "stride", how stages after the first halve H, W.
     use_bn: BatchNorm after each conv.
+    weight_init: weight initialisation, one of `ssljax.models.initializers.INITS`
+      (default "uniform_fan_in", PyTorch's nn.Conv2d default: kernel and
+      bias U(±1/√fan_in), fan_in = 9·in_channels).
+    bn_momentum: weight of the old running average in BatchNorm (0.9,
+      PyTorch's momentum=0.1; flax's default is 0.99).
+    bn_epsilon: added to the batch variance in BatchNorm (1e-5).
     dtype: computation dtype (parameters stay float32).
   """
   channels: Sequence[int] = (32, 64, 128)
   downsample: str = "avg"
   use_bn: bool = True
+  weight_init: str = "uniform_fan_in"
+  bn_momentum: float = inits.BN_MOMENTUM
+  bn_epsilon: float = inits.BN_EPSILON
   dtype: jnp.dtype = jnp.float32
 
   @nn.compact
@@ -65,6 +89,7 @@ class SmallCNN(nn.Module):
     if self.downsample not in ("avg", "max", "stride"):
       raise ValueError(
           f"downsample must be 'avg', 'max' or 'stride', got {self.downsample!r}")
+    inits.check_init(self.weight_init)
     x = x.astype(self.dtype)
     for i, width in enumerate(self.channels):
       stride = 2 if (i > 0 and self.downsample == "stride") else 1
@@ -73,8 +98,11 @@ class SmallCNN(nn.Module):
       elif i > 0 and self.downsample == "max":
         x = nn.max_pool(x, (2, 2), strides=(2, 2))
       x = nn.Conv(width, (3, 3), strides=stride, use_bias=not self.use_bn,
-                  dtype=self.dtype)(x)
+                  dtype=self.dtype, kernel_init=inits.kernel_init(self.weight_init),
+                  bias_init=inits.bias_init(self.weight_init, 9 * x.shape[-1]))(x)
       if self.use_bn:
-        x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype)(x)
+        x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype,
+                         momentum=self.bn_momentum,
+                         epsilon=self.bn_epsilon)(x)
       x = nn.relu(x)
     return jnp.mean(x, axis=(1, 2))
