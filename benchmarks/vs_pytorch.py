@@ -27,7 +27,7 @@ ndim > 1 only, linear warm-up for 1 epoch from 0 then cosine to 0.01 × peak,
 per step; batch 256 × 2 views, full batches only. Then the main job's
 evaluation protocol on the frozen 512-d encoder features of train -> test:
 the linear probe (standardised features; L2 on ½‖W‖² chosen from
-(1e-3 ... 1e-6, strong to weak, warm-started) by accuracy on a seeded 10 %
+(1e-2 ... 1e-6, strong to weak, warm-started) by accuracy on a seeded 10 %
 validation split of train, searched on at most 20,000 of the other rows,
 refit on all train rows; multinomial logistic regression by full-batch
 L-BFGS, 100 iterations, strong Wolfe line search) and the 20-NN vote
@@ -63,7 +63,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IDX_DIR = "/usr/share/datasets/fashion-mnist"
-L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3)
+L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
 FRAMEWORKS = ("ssljax", "pytorch")
 GIB = 2.0 ** 30
 

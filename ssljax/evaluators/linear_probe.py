@@ -36,7 +36,7 @@ class Evaluator(base.Evaluator):
   uses_labels = True
 
   def __init__(self, name, ctx, *, every_steps=None,
-               l2_grid=(1e-6, 1e-5, 1e-4, 1e-3), val_fraction=0.1,
+               l2_grid=(1e-6, 1e-5, 1e-4, 1e-3, 1e-2), val_fraction=0.1,
                max_iter=100, search_rows=20000, seed=None):
     super().__init__(name, ctx, every_steps=every_steps)
     real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
