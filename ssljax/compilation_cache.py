@@ -11,7 +11,9 @@ picks the directory:
 - a path: that directory (created if missing);
 - ``""``: off (nothing is read or written).
 
-A cache directory already set for the process (``JAX_COMPILATION_CACHE_DIR``
+It works in a process that has already compiled programs (the cache is
+reset, so the next compilation opens it). A cache directory already set for
+the process (``JAX_COMPILATION_CACHE_DIR``
 or ``jax.config.update("jax_compilation_cache_dir", ...)``) wins over
 ``"auto"``. Every program that takes at least
 ``MIN_COMPILE_SECONDS`` to compile is written. Entries are keyed by the
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 
 import jax
+from jax.experimental.compilation_cache import compilation_cache as jax_cc
 
 __all__ = ["MIN_COMPILE_SECONDS", "default_dir", "enable"]
 
@@ -65,4 +68,8 @@ def enable(cache_dir: str | None = "auto") -> str | None:
   jax.config.update("jax_persistent_cache_min_compile_time_secs",
                     MIN_COMPILE_SECONDS)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  # JAX decides once per process, at its first compilation, whether a cache
+  # is in use; a process that compiled before this call (a notebook, a test
+  # session) would otherwise never read or write the cache.
+  jax_cc.reset_cache()
   return cache_dir

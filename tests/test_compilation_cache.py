@@ -6,6 +6,7 @@ import os
 import jax
 import jax.numpy as jnp
 import pytest
+from jax.experimental.compilation_cache import compilation_cache as jax_cc
 
 from ssljax import compilation_cache
 
@@ -19,6 +20,7 @@ def restore_jax_config():
   yield
   for n, v in saved.items():
     jax.config.update(n, v)
+  jax_cc.reset_cache()  # later tests must not write into this test's cache
 
 
 def test_off_with_empty_string(restore_jax_config):
@@ -44,6 +46,9 @@ def test_auto_keeps_a_directory_the_process_set(tmp_path,
 
 
 def test_a_compiled_program_is_written(tmp_path, restore_jax_config):
+  # This process has compiled programs before with no cache (the full
+  # suite): enable must still take effect.
+  jax.jit(lambda x: x * 7.654321)(jnp.arange(3.0)).block_until_ready()
   cache_dir = compilation_cache.enable(str(tmp_path / "cache"))
   assert cache_dir == str(tmp_path / "cache")
   assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
