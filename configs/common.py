@@ -168,6 +168,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.eval_inputs.view_samples = 512
   # Run the baseline evaluators (raw-pixel and random-init probes).
   c.eval_inputs.baselines = True
+  # Where the baselines' probe results are kept and reused when a later run
+  # probes the same inputs (ssljax.evaluators.baseline_cache): "auto" is
+  # $XDG_CACHE_HOME/ssljax/baselines (else ~/.cache/ssljax/baselines), a
+  # path, or "" (off: probe every time).
+  c.eval_inputs.baseline_cache = "auto"
 
   # Evaluators by name (ssljax.evaluators; docs/guide/evaluators.md): "type"
   # is a module of ssljax.evaluators, every_steps None = after the last step

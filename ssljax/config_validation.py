@@ -124,6 +124,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "compilation_cache_dir": _str(),  # "auto", a path, or "" (off)
     "eval_inputs.batch_size": _int(1),
     "eval_inputs.baselines": _bool,
+    "eval_inputs.baseline_cache": _str(),  # "auto", a path, or "" (off)
     "eval_inputs.crop_fraction": _real(0.0, 1.0, lo_open=True),
     "eval_inputs.view_samples": _int(2),
 }

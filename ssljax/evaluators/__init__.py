@@ -34,7 +34,7 @@ __all__ = ["EvalContext", "Evaluator", "available_types", "validate",
 _TYPE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 # Entry keys become metric prefixes "<name>/<metric>".
 _ENTRY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
-_NOT_TYPES = ("base", "context")
+_NOT_TYPES = ("base", "baseline_cache", "context")
 
 
 def check_option(name: str, option: str, value, ok: bool, what: str):
@@ -45,7 +45,8 @@ def check_option(name: str, option: str, value, ok: bool, what: str):
 
 
 def available_types() -> list[str]:
-  """Sorted evaluator type names: the modules of this package but ``base``."""
+  """Sorted evaluator type names: the modules of this package but its
+  helpers (``base``, ``baseline_cache``, ``context``)."""
   return sorted(m.name for m in pkgutil.iter_modules(__path__)
                 if not m.name.startswith("_") and m.name not in _NOT_TYPES)
 

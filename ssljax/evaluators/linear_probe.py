@@ -16,7 +16,7 @@ from __future__ import annotations
 import numbers
 
 from ssljax import evaluate
-from ssljax.evaluators import base, check_option
+from ssljax.evaluators import base, baseline_cache, check_option
 
 __all__ = ["Evaluator"]
 
@@ -68,6 +68,29 @@ class Evaluator(base.Evaluator):
         val_fraction=self.val_fraction, max_iter=self.max_iter,
         max_search_rows=self.search_rows, seed=seed, progress=self.ctx.shown)
 
+  def cached_probe(self, inputs) -> dict:
+    """`probe`, reused from ``config.eval_inputs.baseline_cache`` when the
+    same inputs and options were probed before (baselines only:
+    `ssljax.evaluators.baseline_cache`)."""
+    setting = self.ctx.config.get("eval_inputs", {}).get("baseline_cache", "")
+    directory = baseline_cache.cache_dir(setting)
+    if directory is None:
+      return self.probe(*inputs)
+    seed = self.ctx.config.seed if self.seed is None else self.seed
+    options = dict(l2_grid=list(self.l2_grid), val_fraction=self.val_fraction,
+                   max_iter=self.max_iter, search_rows=self.search_rows,
+                   seed=seed)
+    digest = baseline_cache.key(type(self).__module__, options, inputs)
+    out = baseline_cache.load(directory, digest)
+    if out is not None:
+      if self.ctx.shown:
+        print(f"{self.name}: reused from the baseline cache ({directory})",
+              flush=True)
+      return out
+    out = self.probe(*inputs)
+    baseline_cache.store(directory, digest, out)
+    return out
+
   def inputs(self, state):
     """(train X, train y, test X, test y) to probe, or a str: why not."""
     if self.ctx.features is None:
@@ -82,7 +105,7 @@ class Evaluator(base.Evaluator):
       if self.ctx.shown:
         print(f"{self.name}: skipped ({inputs})", flush=True)
       return
-    out = self.probe(*inputs)
+    out = self.cached_probe(inputs) if self.baseline else self.probe(*inputs)
     yield f"{self.name}/test_accuracy", out["test_accuracy"]
     yield f"{self.name}/val_accuracy", out["val_accuracy"]
     yield f"{self.name}/l2", out["l2"]
