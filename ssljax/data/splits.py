@@ -180,6 +180,20 @@ def folder_split(split: str):
   return folder, slice(bound(start, "", 0), bound(stop, "", 0))
 
 
+def _fashion_mnist_files(manual_dir) -> str:
+  """The directory holding the Fashion-MNIST IDX files; raises
+  DatasetUnavailableError, naming where it looked, when there is none."""
+  directory = fashion_mnist.find_fashion_mnist_files(manual_dir)
+  if directory is None:
+    raise DatasetUnavailableError(
+        "fashion_mnist_local: the Fashion-MNIST IDX files were not found in "
+        f"{manual_dir}, ${fashion_mnist.FASHION_MNIST_ENV_VAR} or "
+        f"{fashion_mnist.DEFAULT_FASHION_MNIST_DIR}. Run `sudo apt-get install"
+        " -y dataset-fashion-mnist` or set "
+        f"{fashion_mnist.FASHION_MNIST_ENV_VAR} to a directory with them.")
+  return directory
+
+
 def _fashion_mnist(split: str, data_dir):
   """(uint8 (N, 28, 28, 1), int32 (N,)) of a fashion_mnist_local split."""
   match = _FOLDER_SPLIT.match(split)
@@ -191,14 +205,7 @@ def _fashion_mnist(split: str, data_dir):
   root = data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser(
       "~/tensorflow_datasets")  # tfds's default data dir
   manual_dir = os.path.join(root, "downloads", "manual")
-  directory = fashion_mnist.find_fashion_mnist_files(manual_dir)
-  if directory is None:
-    raise DatasetUnavailableError(
-        "fashion_mnist_local: the Fashion-MNIST IDX files were not found in "
-        f"{manual_dir}, ${fashion_mnist.FASHION_MNIST_ENV_VAR} or "
-        f"{fashion_mnist.DEFAULT_FASHION_MNIST_DIR}. Run `sudo apt-get install"
-        " -y dataset-fashion-mnist` or set "
-        f"{fashion_mnist.FASHION_MNIST_ENV_VAR} to a directory with them.")
+  directory = _fashion_mnist_files(manual_dir)
   try:
     images, labels = fashion_mnist.read_split(directory, folder)
   except ValueError as e:
@@ -280,13 +287,7 @@ def _prepare(builder, download: bool) -> None:
   root = builder.data_dir_root
   if builder.name == "fashion_mnist_local":
     manual_dir = root / "downloads" / "manual"  # tfds's default manual dir.
-    if fashion_mnist.find_fashion_mnist_files(manual_dir) is None:
-      raise DatasetUnavailableError(
-          "fashion_mnist_local: the Fashion-MNIST IDX files were not found in "
-          f"{manual_dir}, ${fashion_mnist.FASHION_MNIST_ENV_VAR} or "
-          f"{fashion_mnist.DEFAULT_FASHION_MNIST_DIR}. Run `sudo apt-get install"
-          " -y dataset-fashion-mnist` or set "
-          f"{fashion_mnist.FASHION_MNIST_ENV_VAR} to a directory with them.")
+    _fashion_mnist_files(manual_dir)
   elif not download:
     # Fail now: offline, tfds would retry the download for minutes.
     raise DatasetUnavailableError(
