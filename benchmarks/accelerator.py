@@ -414,7 +414,8 @@ def markdown(result: dict) -> str:
   lines = [f"Devices: {m['devices']} ({m['device_kind']}, backend "
            f"{m['backend']}); jax {m['jax']}, jaxlib {m['jaxlib']}; host "
            f"{m['cpus']} CPUs ({m['platform']}); {m['date']}; "
-           f"{'--smoke sizes' if result['smoke'] else 'full sizes'}; load "
+           f"{'--smoke sizes' if result['smoke'] else 'full sizes'}"
+           f"{'' if result.get('complete', True) else ' (run incomplete)'}; load "
            f"average {result['load_average_before'][0]:.1f} before, "
            f"{result['load_average_after'][0]:.1f} after.", "",
            "| model | views | dtype | batch | devices | step img/s | "
@@ -551,9 +552,19 @@ def main(argv=None) -> dict:
     return row
   os.makedirs(args.out, exist_ok=True)
   load_before = os.getloadavg()
+  result = {"smoke": args.smoke, "complete": False, "machine": machine(),
+            "rows": [], "torch": {"skipped": "--torch off"},
+            "argv": sys.argv[1:] if argv is None else argv,
+            "load_average_before": load_before}
   if any(CASES[m].data == "folder" for m in args.models):
     write_folder(args)
-  rows = []
+  # The PyTorch row runs right after the ResNet-50 row it is compared with
+  # (or first, without it); the files are rewritten after every row, so a
+  # run stopped part way (a lease's time limit) keeps the rows it finished.
+  torch_after = "r50_in1k" if "r50_in1k" in args.models else None
+  if args.torch == "auto" and torch_after is None:
+    result["torch"] = run_torch_child(args)
+    write_result(args, result)
   for name in args.models:
     print(f"{name} ...", flush=True)
     try:
@@ -562,26 +573,36 @@ def main(argv=None) -> dict:
     except Exception as e:  # pylint: disable=broad-except  # next model
       row = {"model": name, "error": f"{type(e).__name__}: {e}"}
     print(json.dumps(row), flush=True)
-    rows.append(row)
-  torch_row = {"skipped": "--torch off"}
-  if args.torch == "auto":
-    try:  # own process: JAX holds most of the GPU's memory while it lives
-      torch_row = _child(child_argv(args, ["--child", "torch"]),
-                         args.model_timeout, args.torch_python)
-    except Exception as e:  # pylint: disable=broad-except
-      torch_row = {"skipped": f"{type(e).__name__}: {e}"}
-  result = {"smoke": args.smoke, "machine": machine(), "rows": rows,
-            "torch": torch_row, "argv": sys.argv[1:] if argv is None else argv,
-            "load_average_before": load_before,
-            "load_average_after": os.getloadavg()}
+    result["rows"].append(row)
+    if args.torch == "auto" and name == torch_after:
+      result["torch"] = run_torch_child(args)
+      print(json.dumps(result["torch"]), flush=True)
+    write_result(args, result)
+  result["complete"] = True
+  table = write_result(args, result)
+  print(table)
+  return result
+
+
+def run_torch_child(args) -> dict:
+  """The PyTorch row in its own process (JAX holds most of the GPU's memory
+  while it lives), or {"skipped": reason}."""
+  try:
+    return _child(child_argv(args, ["--child", "torch"]), args.model_timeout,
+                  args.torch_python)
+  except Exception as e:  # pylint: disable=broad-except
+    return {"skipped": f"{type(e).__name__}: {e}"}
+
+
+def write_result(args, result: dict) -> str:
+  """Writes accelerator.json and accelerator.md (so far); returns the table."""
+  result["load_average_after"] = os.getloadavg()
   with open(os.path.join(args.out, "accelerator.json"), "w") as f:
     json.dump(result, f, indent=2)
   table = markdown(result)
   with open(os.path.join(args.out, "accelerator.md"), "w") as f:
     f.write(table)
-  print(table)
-  return result
-
+  return table
 
 if __name__ == "__main__":
   main()

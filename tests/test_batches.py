@@ -60,6 +60,45 @@ def test_resume_yields_the_batches_of_an_uninterrupted_run():
     np.testing.assert_array_equal(a["labels"], b["labels"])
 
 
+class _SlowSource:
+  """An ArraySource whose reads take 50 ms and record how many overlap."""
+
+  def __init__(self, source):
+    import threading  # pylint: disable=import-outside-toplevel
+    self.source, self.lock = source, threading.Lock()
+    self.active = self.peak = 0
+
+  def __len__(self):
+    return len(self.source)
+
+  def __getattr__(self, name):
+    return getattr(self.source, name)
+
+  def read(self, indices):
+    import time  # pylint: disable=import-outside-toplevel
+    with self.lock:
+      self.active += 1
+      self.peak = max(self.peak, self.active)
+    time.sleep(0.05)
+    with self.lock:
+      self.active -= 1
+    return self.source.read(indices)
+
+
+def test_every_thread_prepares_a_step_even_with_a_short_prefetch():
+  """threads=4, prefetch=1: grain's buffer is max(threads, prefetch), so
+  several steps are read at once (with a buffer of 1, one at a time)."""
+  assert data.read_options(16, 4).prefetch_buffer_size == 16
+  assert data.read_options(2, 6).prefetch_buffer_size == 6
+  with pytest.raises(ValueError, match="prefetch"):
+    data.read_options(4, 0)
+  source = _SlowSource(_array_source())
+  batches = _take(source, num_steps=8, threads=4, prefetch=1)
+  assert len(batches) == 8 and source.peak >= 2, source.peak
+  for a, b in zip(batches, _take(_array_source(), num_steps=8)):
+    np.testing.assert_array_equal(a["images"], b["images"])
+
+
 def test_fixed_shape_batches_hold_the_images_of_their_indices():
   source = _array_source()
   for batch in _take(source, num_steps=3):

@@ -13,6 +13,7 @@ devices.
 
 from ssljax.data.batches import epoch_permutation
 from ssljax.data.batches import eval_batches
+from ssljax.data.batches import read_options
 from ssljax.data.batches import step_indices
 from ssljax.data.batches import train_batches
 from ssljax.data.edges import edge_batches
@@ -47,6 +48,7 @@ __all__ = [
     "edge_tables",
     "epoch_permutation",
     "eval_batches",
+    "read_options",
     "find_fashion_mnist_files",
     "folder_split",
     "load_split",

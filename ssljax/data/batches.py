@@ -4,8 +4,8 @@
 rows of step s from a random-access source (`ssljax.data.sources`), so a
 run resumed at step s starts there at once (no replay of the s earlier
 steps) and host memory holds only the batches in flight, O(batch ×
-prefetch), whatever the size of the dataset. Grain's thread pool prepares
-the next steps while the devices train.
+max(threads, prefetch)), whatever the size of the dataset. Grain's thread
+pool prepares the next steps while the devices train, one step per thread.
 
 Which rows: epoch e = s // steps_per_epoch uses the permutation
 ``np.random.default_rng([seed, e]).permutation(N)`` and step s takes its
@@ -31,8 +31,28 @@ import numpy as np
 from ssljax.data import crops
 from ssljax.data.views import ViewSpec
 
-__all__ = ["epoch_permutation", "eval_batches", "step_indices",
-           "train_batches"]
+__all__ = ["epoch_permutation", "eval_batches", "read_options",
+           "step_indices", "train_batches"]
+
+
+def read_options(threads: int, prefetch: int) -> grain.ReadOptions:
+  """Grain's read options for ``threads`` threads and ``prefetch`` steps ahead.
+
+  Grain prepares at most ``prefetch_buffer_size`` elements at a time, so a
+  buffer smaller than the thread count leaves threads idle (with 16
+  threads and 4 steps ahead, only 4 batches were ever decoded at once: a
+  ResNet-50 on one H200 waited for input 68 % of the time). The buffer is
+  therefore max(threads, prefetch) steps: every thread has a step to
+  prepare, and host memory holds that many batches.
+
+  Raises:
+    ValueError: threads < 0 or prefetch < 1.
+  """
+  if threads < 0 or prefetch < 1:
+    raise ValueError(f"threads must be >= 0 and prefetch >= 1, got threads="
+                     f"{threads}, prefetch={prefetch}")
+  return grain.ReadOptions(num_threads=threads,
+                           prefetch_buffer_size=max(threads, prefetch))
 
 
 @functools.lru_cache(maxsize=4)
@@ -80,8 +100,8 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
     process_index, process_count: this process p and the number P.
     labels: optional int (N,) labels to ship instead of the source's (e.g.
       with some hidden as −1 for a semi-supervised graph).
-    threads: grain threads preparing steps ahead.
-    prefetch: steps prepared ahead.
+    threads: grain threads, each preparing one step at a time.
+    prefetch: steps prepared ahead; at least ``threads`` (`read_options`).
 
   Returns:
     An iterator of dicts, for B / P rows of the global batch:
@@ -140,7 +160,7 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
 
   dataset = grain.MapDataset.range(start_step, start_step + num_steps)
   dataset = dataset.map(make_batch).to_iter_dataset(
-      grain.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch))
+      read_options(threads, prefetch))
   return iter(dataset)
 
 

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 import grain
 import numpy as np
 
+from ssljax.data import batches
 from ssljax.data.sources import ArraySource
 
 __all__ = ["SAMPLINGS", "edge_tables", "sample_edges", "edge_batches"]
@@ -120,7 +121,8 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
       of the rows: [0] d/N_s, [1] 1/(N_s q), [2] G_e/(N_s² p_e) (same for
       both views).
     process_index, process_count: this process p of P.
-    threads, prefetch: grain threads and steps prepared ahead.
+    threads, prefetch: grain threads and steps prepared ahead
+      (`ssljax.data.batches.read_options`).
 
   Returns:
     Iterator of dicts: "edge_images" uint8 (2, B/P, H, W, C) (row b of [0]
@@ -157,7 +159,7 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
 
   dataset = grain.MapDataset.range(start_step, start_step + num_steps)
   dataset = dataset.map(make_batch).to_iter_dataset(
-      grain.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch))
+      batches.read_options(threads, prefetch))
   return iter(dataset)
 
 
