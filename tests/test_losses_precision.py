@@ -238,10 +238,11 @@ def _scalar(out):
   return sum(jnp.sum(l) for l in leaves)
 
 
-def _traced_precisions(name: str, with_grad: bool) -> list:
+def _traced_precisions(name: str) -> list:
+  """Precisions of the products of case `name` and of its gradient."""
   case, x = CASES[name], _inputs()
   found = dot_precisions(jax.make_jaxpr(case)(x))
-  if with_grad and name not in NO_GRAD:
+  if name not in NO_GRAD:
     found += dot_precisions(jax.make_jaxpr(
         jax.grad(lambda x: _scalar(case(x))))(x))
   return found
@@ -265,8 +266,9 @@ def test_every_public_function_is_decorated():
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_products_are_float32_by_default(name):
-  assert jax.config.jax_default_matmul_precision is None
-  found = _traced_precisions(name, with_grad=True)
+  assert jax.config.jax_default_matmul_precision is None, (
+      "run without JAX_DEFAULT_MATMUL_PRECISION set")
+  found = _traced_precisions(name)
   if name.split(":")[0] in NO_PRODUCT:
     assert not found
   else:
@@ -279,7 +281,7 @@ def test_products_are_float32_by_default(name):
                                   "lejepa_graph"])
 def test_the_users_precision_is_kept(name):
   with jax.default_matmul_precision("tensorfloat32"):
-    found = _traced_precisions(name, with_grad=True)
+    found = _traced_precisions(name)
   # JAX's own Cholesky and triangular-solve derivative rules pin HIGHEST on
   # their products whatever the setting; W-MSE's gradient has them.
   allowed = {HIGH, HIGHEST} if name == "wmse_two_view" else {HIGH}
@@ -289,7 +291,7 @@ def test_the_users_precision_is_kept(name):
 def test_the_users_global_setting_is_kept():
   jax.config.update("jax_default_matmul_precision", "bfloat16")
   try:
-    found = _traced_precisions("spectral_contrastive", with_grad=True)
+    found = _traced_precisions("spectral_contrastive")
   finally:
     jax.config.update("jax_default_matmul_precision", None)
   default = (lax.Precision.DEFAULT, lax.Precision.DEFAULT)
