@@ -335,8 +335,9 @@ def float32_matmuls(fn):
 
   JAX's default precision for float32 products is the backend's fastest:
   TF32 (10-bit mantissa) on NVIDIA GPUs since Ampere, bfloat16 passes on
-  TPUs, exact float32 only on CPU. When `jax.config.jax_default_matmul_precision`
-  is None (JAX's default), the wrapper calls `fn` inside
+  TPUs, exact float32 only on CPU. When
+  `jax.config.jax_default_matmul_precision` is None (JAX's default), the
+  wrapper calls `fn` inside
   `jax.default_matmul_precision("highest")`, so every `@`, `jnp.matmul`,
   `jnp.dot`, `jnp.einsum` and `lax.dot_general` without an explicit
   `precision=` traced in it gets `Precision.HIGHEST`. When the user has set
