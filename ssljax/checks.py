@@ -10,12 +10,16 @@ grad or vmap an argument is a tracer and its value checks are skipped
 (`is_concrete`). A value check reduces on the device and brings one scalar
 back to the host; it never copies the array itself.
 
+`float32_matmuls` is the one decorator every public loss wears: it fixes
+the precision of the loss's matrix products (see its docstring).
+
 JAX is imported inside the checks that need it, so NumPy-only modules
 (`ssljax.pal`'s oracles and bookkeeping) use this module without loading JAX.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import sys
@@ -27,6 +31,7 @@ __all__ = [
     "check_positive_int", "check_finite", "check_matrix", "check_embeddings",
     "check_nonempty_matrix", "check_same_shape", "check_two_views",
     "check_nonnegative", "check_positive", "unit_rows", "float_pair",
+    "float32_matmuls",
 ]
 
 
@@ -322,3 +327,41 @@ def float_pair(a, b, name_a: str, name_b: str):
   check_matrix(b_NxK, name_b)
   dtype = jnp.result_type(a_NxK, b_NxK)
   return a_NxK.astype(dtype), b_NxK.astype(dtype)
+
+
+def float32_matmuls(fn):
+  """Decorator: `fn`'s matrix products run at full float32 precision, unless
+  the user has chosen a default matmul precision.
+
+  JAX's default precision for float32 products is the backend's fastest:
+  TF32 (10-bit mantissa) on NVIDIA GPUs since Ampere, bfloat16 passes on
+  TPUs, exact float32 only on CPU. When
+  `jax.config.jax_default_matmul_precision` is None (JAX's default), the
+  wrapper calls `fn` inside
+  `jax.default_matmul_precision("highest")`, so every `@`, `jnp.matmul`,
+  `jnp.dot`, `jnp.einsum` and `lax.dot_general` without an explicit
+  `precision=` traced in it gets `Precision.HIGHEST`. When the user has set
+  the option (`jax.config.update("jax_default_matmul_precision",
+  "tensorfloat32")` or a `jax.default_matmul_precision(...)` block around
+  the call), `fn` runs unchanged and their choice holds.
+
+  The precision is fixed when JAX traces the products: it is the
+  `precision` parameter of each `dot_general` in the jaxpr
+  (`jax.make_jaxpr`), so it also holds under an outer `jax.jit`, `grad`,
+  `vmap` or `shard_map` (the backward products copy it). Nothing changes on
+  CPU, where float32 products are exact float32 anyway, nor for float64.
+
+  Args:
+    fn: a function; any arguments, any return value.
+
+  Returns:
+    The wrapped function, with fn's name, docstring and signature.
+  """
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    import jax  # pylint: disable=g-import-not-at-top
+    if jax.config.jax_default_matmul_precision is not None:
+      return fn(*args, **kwargs)
+    with jax.default_matmul_precision("highest"):
+      return fn(*args, **kwargs)
+  return wrapper

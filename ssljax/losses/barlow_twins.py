@@ -48,6 +48,7 @@ def _redundancy_terms(c_KxK, lambda_offdiag):
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def barlow_twins_terms(z, g, *, lambda_offdiag: float = 5e-3,
                        column_norm: str = "degree",
                        eps: float = 1e-12) -> dict[str, jax.Array]:
@@ -144,6 +145,7 @@ def _barlow_graph_core(z_NxK, g_NxN, lambda_offdiag, eps, use_degree):
   return _redundancy_terms(c_KxK, lambda_offdiag)
 
 
+@checks.float32_matmuls
 def barlow_twins(z, g, *, lambda_offdiag: float = 5e-3,
                  column_norm: str = "degree", eps: float = 1e-12) -> jax.Array:
   """Barlow Twins loss over a graph; `barlow_twins_terms(...)["loss"]`.
@@ -176,6 +178,7 @@ def barlow_twins(z, g, *, lambda_offdiag: float = 5e-3,
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def barlow_twins_two_view_terms(z1, z2, *, lambda_offdiag: float = 0.0051,
                                 eps: float = 1e-5) -> dict[str, jax.Array]:
   """Official two-view Barlow Twins (Zbontar et al. 2021): terms and loss.
@@ -245,6 +248,7 @@ def _barlow_two_view_core(z1_NxK, z2_NxK, lambda_offdiag, eps):
   return _redundancy_terms(c_KxK, lambda_offdiag)
 
 
+@checks.float32_matmuls
 def barlow_twins_two_view(z1, z2, *, lambda_offdiag: float = 0.0051,
                           eps: float = 1e-5) -> jax.Array:
   """Official two-view Barlow Twins loss; `barlow_twins_two_view_terms` "loss".

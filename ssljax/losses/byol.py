@@ -70,6 +70,7 @@ def _graph_cosine_bcoo(p_NxK, z_MxK, g):
   return jnp.dot(w_E, cos_E) / jnp.sum(w_E)
 
 
+@checks.float32_matmuls
 def graph_cosine(
     p: jax.typing.ArrayLike,
     z: jax.typing.ArrayLike,
@@ -136,6 +137,7 @@ def graph_cosine(
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def byol(p_online: jax.typing.ArrayLike,
          z_target: jax.typing.ArrayLike) -> jax.Array:
   """BYOL's normalised regression loss, one direction (Grill et al. 2020).
@@ -175,6 +177,7 @@ def byol(p_online: jax.typing.ArrayLike,
   return 2.0 - 2.0 * _mean_row_cosine(p_NxK, z_NxK)
 
 
+@checks.float32_matmuls
 def byol_two_view(
     p1: jax.typing.ArrayLike,
     p2: jax.typing.ArrayLike,
@@ -220,6 +223,7 @@ def byol_two_view(
           + (2.0 - 2.0 * _mean_row_cosine(p2_BxK, z1_BxK)))
 
 
+@checks.float32_matmuls
 def byol_graph(p: jax.typing.ArrayLike, z_target: jax.typing.ArrayLike,
                g) -> jax.Array:
   """BYOL over a graph between online rows and target rows.

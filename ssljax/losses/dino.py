@@ -67,6 +67,7 @@ def _probabilities(student, teacher, center_K, tau_s, tau_t, dtype):
   return log_ps_NxK, jnp.exp(log_pt_MxK), log_pt_MxK
 
 
+@checks.float32_matmuls
 def dino_terms(
     student: jax.typing.ArrayLike,
     teacher: jax.typing.ArrayLike,
@@ -159,6 +160,7 @@ def _dino_core(s_VxBxK, t_GxBxK, c_K, tau_s, tau_t):
           "kl": loss - teacher_entropy}
 
 
+@checks.float32_matmuls
 def dino(
     student: jax.typing.ArrayLike,
     teacher: jax.typing.ArrayLike,
@@ -187,6 +189,7 @@ def dino(
                     teacher_temperature=teacher_temperature)["loss"]
 
 
+@checks.float32_matmuls
 def dino_center_update(
     center: jax.typing.ArrayLike,
     teacher: jax.typing.ArrayLike,
@@ -244,6 +247,7 @@ def _center_core(c_K, t_MxK, momentum):
   return m * jax.lax.stop_gradient(c_K).astype(dtype) + (1 - m) * batch_center_K
 
 
+@checks.float32_matmuls
 def dino_teacher_temperature(
     step: jax.typing.ArrayLike,
     warmup_steps: int,
@@ -293,6 +297,7 @@ def dino_teacher_temperature(
   return start + (end - start) * frac
 
 
+@checks.float32_matmuls
 def dino_crops_graph(batch: int, num_global: int, num_local: int, *,
                      dtype=jnp.float32, sparse: bool = False):
   """The DINO graph between student rows and teacher rows.
@@ -342,6 +347,7 @@ def dino_crops_graph(batch: int, num_global: int, num_local: int, *,
       shape=(v * b, g * b), indices_sorted=True, unique_indices=True)
 
 
+@checks.float32_matmuls
 def dino_graph(
     student: jax.typing.ArrayLike,
     teacher: jax.typing.ArrayLike,

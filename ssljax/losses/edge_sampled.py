@@ -55,6 +55,7 @@ def _check(z, info):
   return z_2xBxK, info_3x2xB
 
 
+@checks.float32_matmuls
 def edge_vic2_terms(z, info) -> dict[str, jax.Array]:
   """Unbiased minibatch estimate of (‖ZZᵀ − G‖² − ‖G‖²)/N² from B edges.
 

@@ -61,6 +61,7 @@ def _stack_views(views) -> jax.Array:
   return z_VxNxK
 
 
+@checks.float32_matmuls
 def frossl_terms(
     views,
     *,
@@ -183,6 +184,7 @@ def _frossl_terms_core(z_VxNxK, invariance_weight, *, use_gram: bool):
           "loss": loss}
 
 
+@checks.float32_matmuls
 def frossl(views, *, invariance_weight: float = 1.0) -> jax.Array:
   """FroSSL loss over V >= 2 views; `frossl_terms(...)["loss"]`.
 

@@ -37,6 +37,7 @@ def _internal_dtype(x):
   return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
 
 
+@checks.float32_matmuls
 def target_layer_norm(h: jax.typing.ArrayLike) -> jax.Array:
   """(h − mean) / sqrt(var + 1e-5) over the last axis (biased variance, no
   affine): I-JEPA's normalisation of the target encoder's tokens.
@@ -76,6 +77,7 @@ def _ijepa(pred, target, valid):
   return jnp.sum(huber * w[..., None]) / (jnp.sum(w) * pred.shape[-1])
 
 
+@checks.float32_matmuls
 def ijepa(pred: jax.typing.ArrayLike, target: jax.typing.ArrayLike, *,
           valid: jax.typing.ArrayLike | None = None) -> jax.Array:
   """I-JEPA's loss: mean smooth-L1 (beta 1) of pred − LN(sg(target)).

@@ -84,6 +84,7 @@ def _combine(invariance, sig, lam):
           "invariance": invariance, "sigreg": sig}
 
 
+@checks.float32_matmuls
 def lejepa_terms(views: jax.typing.ArrayLike, *, num_global: int, lam: float,
                  directions: jax.typing.ArrayLike, num_knots: int = 17,
                  t_max: float = 3.0) -> dict[str, jax.Array]:
@@ -138,6 +139,7 @@ def lejepa_terms(views: jax.typing.ArrayLike, *, num_global: int, lam: float,
                            num_knots=int(num_knots), t_max=float(t_max))
 
 
+@checks.float32_matmuls
 def lejepa(views: jax.typing.ArrayLike, *, num_global: int, lam: float,
            directions: jax.typing.ArrayLike, num_knots: int = 17,
            t_max: float = 3.0) -> jax.Array:
@@ -155,6 +157,7 @@ def lejepa(views: jax.typing.ArrayLike, *, num_global: int, lam: float,
                       t_max=t_max)["loss"]
 
 
+@checks.float32_matmuls
 def lejepa_crops_graph(batch: int, num_global: int, num_local: int, *,
                        dtype=jnp.float32) -> jax.Array:
   """The LeJEPA crop graph over V·B view-major rows: G_ij = 1 iff row j is
@@ -191,6 +194,7 @@ def lejepa_crops_graph(batch: int, num_global: int, num_local: int, *,
   return jnp.asarray(out, dtype)
 
 
+@checks.float32_matmuls
 def lejepa_graph_terms(z: jax.typing.ArrayLike, g: jax.typing.ArrayLike, *,
                        num_views: int, lam: float,
                        directions: jax.typing.ArrayLike, num_knots: int = 17,
@@ -252,6 +256,7 @@ def lejepa_graph_terms(z: jax.typing.ArrayLike, g: jax.typing.ArrayLike, *,
                       num_knots=int(num_knots), t_max=float(t_max))
 
 
+@checks.float32_matmuls
 def lejepa_graph(z: jax.typing.ArrayLike, g: jax.typing.ArrayLike, *,
                  num_views: int, lam: float, directions: jax.typing.ArrayLike,
                  num_knots: int = 17, t_max: float = 3.0) -> jax.Array:

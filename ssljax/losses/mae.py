@@ -30,6 +30,7 @@ def _internal_dtype(x):
   return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
 
 
+@checks.float32_matmuls
 def normalize_patches(target: jax.typing.ArrayLike) -> jax.Array:
   """(t − mean) / sqrt(var_unbiased + 1e-6) over the last axis of each patch.
 
@@ -68,6 +69,7 @@ def _mae(pred, target, mask, norm_pix_loss):
 _mae_jit = jax.jit(_mae, static_argnames="norm_pix_loss")
 
 
+@checks.float32_matmuls
 def mae(pred: jax.typing.ArrayLike, target: jax.typing.ArrayLike,
         mask: jax.typing.ArrayLike, *, norm_pix_loss: bool) -> jax.Array:
   """MAE's reconstruction loss over the removed patches.

@@ -52,6 +52,7 @@ def _ctr(q_BxK, k_BxK, temperature):
   return -2.0 * tau * jnp.mean(jnp.diagonal(logp_BxB))
 
 
+@checks.float32_matmuls
 def mocov3(q: jax.typing.ArrayLike, k: jax.typing.ArrayLike, *,
            temperature: float = 0.2) -> jax.Array:
   """MoCo v3's contrastive loss of queries against keys, one direction.
@@ -94,6 +95,7 @@ def mocov3(q: jax.typing.ArrayLike, k: jax.typing.ArrayLike, *,
   return _ctr(q_BxK, k_BxK, temperature)
 
 
+@checks.float32_matmuls
 def mocov3_two_view(
     q1: jax.typing.ArrayLike,
     q2: jax.typing.ArrayLike,
@@ -157,6 +159,7 @@ def _graph_bcoo(q_NxK, k_MxK, g, temperature):
   return -2.0 * tau * jnp.dot(w_E, logp_E) / jnp.sum(w_E)
 
 
+@checks.float32_matmuls
 def mocov3_graph(q: jax.typing.ArrayLike, k: jax.typing.ArrayLike, g, *,
                  temperature: float = 0.2) -> jax.Array:
   """MoCo v3's loss with the positives of each query given by a graph.

@@ -68,6 +68,7 @@ def _nn_index(z_BxK, q_QxK):
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def nearest_neighbour(
     z: jax.typing.ArrayLike,
     support: jax.typing.ArrayLike,
@@ -117,6 +118,7 @@ def _check_pair(p, z, name_p: str, name_z: str):
   return p_BxK, z_BxK
 
 
+@checks.float32_matmuls
 def nnclr(
     p: jax.typing.ArrayLike,
     z: jax.typing.ArrayLike,
@@ -182,6 +184,7 @@ def _nnclr_core(p_BxK, z_BxK, q_QxK, temperature):
                                 inv_tau))
 
 
+@checks.float32_matmuls
 def nnclr_two_view(
     p1: jax.typing.ArrayLike,
     p2: jax.typing.ArrayLike,
@@ -232,6 +235,7 @@ def nnclr_two_view(
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def support_knn_graph(
     z: jax.typing.ArrayLike,
     support: jax.typing.ArrayLike,
@@ -294,6 +298,7 @@ def _support_knn_core(z_BxK, q_QxK, k, dtype, sparse):
   return jnp.zeros((b, q), dtype).at[rows_Bxk, nbr_Bxk].set(1)
 
 
+@checks.float32_matmuls
 def nnclr_graph(
     p: jax.typing.ArrayLike,
     support: jax.typing.ArrayLike,

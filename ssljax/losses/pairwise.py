@@ -28,6 +28,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ssljax import checks
+
 __all__ = [
     "vic2_pair_terms",
     "paper_pairwise_terms",
@@ -49,6 +51,7 @@ def _check(z, g, name_g: str = "g"):
   return z_BxK, g_BxB.astype(z_BxK.dtype)
 
 
+@checks.float32_matmuls
 def vic2_pair_terms(z, g, degree, n) -> jax.Array:
   """Degree-corrected pair terms ℓ_ij of ‖ZZᵀ − G‖² − ‖G‖².
 
@@ -82,6 +85,7 @@ def vic2_pair_terms(z, g, degree, n) -> jax.Array:
                                            + deg_term_B[None, :])
 
 
+@checks.float32_matmuls
 def paper_pairwise_terms(z, g) -> jax.Array:
   """Paper eqs. (9)–(10) terms G_ij‖z_i − z_j‖² + R(z_i, z_j) (biased).
 
@@ -107,6 +111,7 @@ def paper_pairwise_terms(z, g) -> jax.Array:
   return g_BxB * (sq_sum_BxB - 2.0 * gram_BxB) + gram_BxB**2 - sq_sum_BxB
 
 
+@checks.float32_matmuls
 def pal_minibatch_loss(z, g, degree, n, pair_weights) -> jax.Array:
   """Unbiased minibatch estimate of ‖ZZᵀ − G‖² − ‖G‖².
 
@@ -144,6 +149,7 @@ def pal_minibatch_loss(z, g, degree, n, pair_weights) -> jax.Array:
   return jnp.sum(w_BxB * terms_BxB)
 
 
+@checks.float32_matmuls
 def paper_minibatch_loss(z, g, pair_weights) -> jax.Array:
   """The paper's eqs. (9)–(10) with the same weights (biased unless D = NI).
 
@@ -166,6 +172,7 @@ def paper_minibatch_loss(z, g, pair_weights) -> jax.Array:
   return jnp.sum(jnp.asarray(pair_weights, terms_BxB.dtype) * terms_BxB)
 
 
+@checks.float32_matmuls
 def vic2_offset_loss(z, g) -> jax.Array:
   """Full-batch reference ‖ZZᵀ − G‖² − ‖G‖² = ‖ZZᵀ‖² − 2Tr(ZᵀGZ).
 

@@ -95,6 +95,7 @@ def sigreg_null_mean(num_knots: int = 17, t_max: float = 3.0) -> float:
   return float(np.sum(w * (1.0 - np.exp(-t * t))))
 
 
+@checks.float32_matmuls
 def sigreg_directions(key: jax.Array, K: int, M: int,
                       dtype=jnp.float32) -> jax.Array:
   """M random unit directions in R^K, as columns.
@@ -128,6 +129,7 @@ def compute_dtype(dtype):
   return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
+@checks.float32_matmuls
 def statistic_of_projections(x_NxM: jax.Array, num_knots: int = 17,
                              t_max: float = 3.0) -> jax.Array:
   """(M,) Epps–Pulley statistics of the columns of x (already projected,
@@ -154,6 +156,7 @@ def check_directions(directions, K: int) -> jax.Array:
   return a
 
 
+@checks.float32_matmuls
 def sigreg(z: jax.typing.ArrayLike, directions: jax.typing.ArrayLike, *,
            num_knots: int = 17, t_max: float = 3.0) -> jax.Array:
   """SIGReg statistic of Z: the Epps–Pulley statistic of each projection

@@ -119,6 +119,7 @@ def _offdiag_edges(g):
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def simclr_terms(
     z: jax.typing.ArrayLike,
     g,
@@ -261,6 +262,7 @@ def _simclr_bcoo_core(z_NxK, g, temperature, *, block_size):
   return _finish(jnp.dot(w_E, s_E), jnp.dot(w_E, lse_N[rows_E]), jnp.sum(w_E))
 
 
+@checks.float32_matmuls
 def simclr(
     z: jax.typing.ArrayLike,
     g,
@@ -293,6 +295,7 @@ def simclr(
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def simclr_two_view_terms(
     z1: jax.typing.ArrayLike,
     z2: jax.typing.ArrayLike,
@@ -372,6 +375,7 @@ def _simclr_two_view_core(z1_NxK, z2_NxK, temperature, *, block_size):
           "loss": positive + logsumexp}
 
 
+@checks.float32_matmuls
 def simclr_two_view(
     z1: jax.typing.ArrayLike,
     z2: jax.typing.ArrayLike,

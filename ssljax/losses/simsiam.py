@@ -37,6 +37,7 @@ def _negative_cosine(p_NxK, z_NxK):
   return -jnp.mean(jnp.sum(u_NxK * v_NxK, axis=1))
 
 
+@checks.float32_matmuls
 def simsiam(p: jax.typing.ArrayLike, z: jax.typing.ArrayLike) -> jax.Array:
   """SimSiam's D(p, z): negative mean cosine, stop-gradient on z.
 
@@ -71,6 +72,7 @@ def simsiam(p: jax.typing.ArrayLike, z: jax.typing.ArrayLike) -> jax.Array:
   return _negative_cosine(p_NxK, z_NxK)
 
 
+@checks.float32_matmuls
 def simsiam_two_view(
     p1: jax.typing.ArrayLike,
     p2: jax.typing.ArrayLike,
@@ -110,6 +112,7 @@ def simsiam_two_view(
                 + _negative_cosine(p2_BxK, z1_BxK))
 
 
+@checks.float32_matmuls
 def simsiam_graph(p: jax.typing.ArrayLike, z: jax.typing.ArrayLike,
                   g) -> jax.Array:
   """SimSiam over a graph between prediction rows and projection rows.

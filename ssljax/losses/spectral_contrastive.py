@@ -30,6 +30,7 @@ __all__ = ["spectral_contrastive", "spectral_contrastive_terms",
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def spectral_contrastive_terms(z, g) -> dict[str, jax.Array]:
   """VIC² ‖ZZᵀ − G‖²_F (Cabannes et al. 2023 Thm 1) and its three trace terms.
 
@@ -95,6 +96,7 @@ def _spectral_terms_core(z_NxK, g_NxN):
           "loss": gram - 2 * alignment + graph}
 
 
+@checks.float32_matmuls
 def spectral_contrastive(z, g) -> jax.Array:
   """VIC² loss ‖ZZᵀ − G‖²_F (Cabannes et al. 2023 Thm 1), without ZZᵀ.
 
@@ -124,6 +126,7 @@ def spectral_contrastive(z, g) -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def spectral_contrastive_two_view(z1, z2) -> jax.Array:
   """HaoChen et al.'s mini-batch spectral contrastive loss on two views.
 

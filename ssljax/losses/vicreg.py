@@ -62,6 +62,7 @@ def _with_loss(invariance, variance, covariance, dtype, weights) -> dict:
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def vicreg_terms(
     z: jax.typing.ArrayLike,
     g: jax.typing.ArrayLike,
@@ -164,6 +165,7 @@ def _vicreg_terms_core(z_NxK, g_NxN, weights, eps):
   return _with_loss(invariance, variance, covariance, z_NxK.dtype, weights)
 
 
+@checks.float32_matmuls
 def vicreg(
     z: jax.typing.ArrayLike,
     g: jax.typing.ArrayLike,
@@ -201,6 +203,7 @@ def vicreg(
 # ---------------------------------------------------------------------------
 
 
+@checks.float32_matmuls
 def vicreg_two_view_terms(
     z1: jax.typing.ArrayLike,
     z2: jax.typing.ArrayLike,
@@ -275,6 +278,7 @@ def _vicreg_two_view_terms_core(z1_NxK, z2_NxK, weights, eps):
   return _with_loss(invariance, variance, covariance, z1_NxK.dtype, weights)
 
 
+@checks.float32_matmuls
 def vicreg_two_view(
     z1: jax.typing.ArrayLike,
     z2: jax.typing.ArrayLike,

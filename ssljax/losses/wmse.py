@@ -66,6 +66,7 @@ def _whiten(z_MxK: jax.Array, eps) -> jax.Array:
 _whiten_jit = jax.jit(_whiten)
 
 
+@checks.float32_matmuls
 def wmse_whiten(z: jax.typing.ArrayLike, *, eps: float = 0.0) -> jax.Array:
   """Cholesky whitening of W-MSE over the batch (official `Whitening2d`).
 
@@ -101,6 +102,7 @@ def wmse_whiten(z: jax.typing.ArrayLike, *, eps: float = 0.0) -> jax.Array:
   return _whiten_jit(z_NxK, eps)
 
 
+@checks.float32_matmuls
 def wmse_two_view_terms(
     z1: jax.typing.ArrayLike,
     z2: jax.typing.ArrayLike,
@@ -223,6 +225,7 @@ def _wmse_terms_core(z1_NxK, z2_NxK, eps, *, m: int):
   return {"cosine": cosine, "loss": 2.0 - 2.0 * cosine}
 
 
+@checks.float32_matmuls
 def wmse_two_view(
     z1: jax.typing.ArrayLike,
     z2: jax.typing.ArrayLike,
