@@ -84,7 +84,7 @@ run: setup data
 	$(VENV)/bin/python -m ssljax.main --config $(CONFIG) --workdir $(WORKDIR)
 
 test: setup-test data browser
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=25
 
 test-slow: setup-test data browser postgres
 	$(VENV)/bin/python -m pytest -q -m slow

@@ -81,11 +81,16 @@ CASES = [("dynamics_half_moons", _check_half_moons),
          ("frossl_dynamics", _check_frossl)]
 
 
-@pytest.mark.parametrize("name,check", CASES, ids=[c[0] for c in CASES])
+# dynamics_width runs the solver of dynamics_half_moons at several widths:
+# its fast run is -m slow.
+@pytest.mark.parametrize("name,check", [
+    pytest.param(*c, marks=pytest.mark.slow) if c[0] == "dynamics_width"
+    else c for c in CASES], ids=[c[0] for c in CASES])
 def test_fast(name, check, tmp_path):
   check(_run(name, tmp_path), tmp_path)
 
 
+@pytest.mark.slow  # the fast run with the data is in the default suite
 def test_ode_vs_gd_skips_missing_fashion_mnist(tmp_path):
   # The env variable is authoritative: an empty directory means "missing".
   empty = tmp_path / "no_fashion_mnist"

@@ -244,13 +244,17 @@ def test_config_variants_and_unknown_variant():
     vicreg_config.get_config("huge")
 
 
-CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive", "frossl",
-           "wmse", "vicreg_supervised_graph", "vicreg_mixed_graph",
-           # The teacher-student methods: DINO and NNCLR run through the main job
-           # in tests/test_teacher_queue_centre.py (resume), every step form
-           # in test_sharding.py; these three full smoke runs are slow.
+CONFIGS = ("vicreg", "simclr", "barlow_twins", "wmse",
+           # The label graphs train in test_label_graphs_train; spectral
+           # contrastive and FroSSL are joint-embedding losses like VICReg's
+           # (their methods: tests/test_methods.py). The teacher-student
+           # methods: DINO and NNCLR run through the main job in
+           # tests/test_teacher_queue_centre.py (resume), every step form in
+           # test_sharding.py. These full smoke runs are slow.
            *(pytest.param(name, marks=pytest.mark.slow)
-             for name in ("byol", "simsiam", "mocov3")))
+             for name in ("vicreg_supervised_graph", "vicreg_mixed_graph",
+                          "spectral_contrastive", "frossl", "byol", "simsiam",
+                          "mocov3")))
 
 
 @pytest.mark.parametrize("name", CONFIGS)
