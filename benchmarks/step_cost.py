@@ -23,11 +23,40 @@ fuses differently, but the FLOPs and the scaling with the batch carry over.
 Compile at small batches: one ViT-B/16 step takes about a minute on a
 2-core machine.
 
-Before/after of the I-JEPA fix (branch ijepa-memory; 2-core x86-64
-development machine, no GPU, 2026-11-26, cores shared with other jobs;
-``python benchmarks/step_cost.py --batch 8``; per image):
+For I-JEPA, ``--context_length K`` compiles the step with one context
+length K as the branch it takes (`ssljax.methods.ijepa.context_lengths`):
+the cost of the steps whose batch has a context of at most K patches.
+XLA counts a conditional as its costliest branch and a loop body once, so
+the FLOPs of the lengths above half the bound (the predictor runs one
+target block at a time in a loop) are undercounted: the hand count below
+holds for them.
 
-    see the table in the module's ``RESULTS`` below.
+Before/after the I-JEPA context cut (branch ijepa-memory; 2-core x86-64
+development machine, no GPU, 2026-11-26, cores shared with other jobs;
+jax 0.10.2 CPU compile, recipe configs/imagenet_vit.py, batch 8; per image;
+hand count: `hand_gflop`, forward FLOPs of the blocks, (8 + 4·mlp_ratio)·w² + 4·n·w per
+token and block, times 3 for forward and backward, times 4 where a branch
+recomputes its forward pass, plus one more predictor forward where it runs
+one target block at a time):
+
+| step | context length | GFLOP/img (XLA) | GFLOP/img (hand) | temp MiB/img | buffers MiB (B = 8) |
+|---|---|---|---|---|---|
+| I-JEPA before (padded to the bound; hand: one length, no recompute) | 169 | 256.8 | 249.9 | 954.7 | 9,196 |
+| I-JEPA after, the whole step (worst branch) | 48-169 | 212.3 (undercounted) | 363.5 | 416.7 | 4,892 |
+| I-JEPA after, batch context <= 48 | 48 | 146.8 | 141.5 | 331.6 | 4,211 |
+| I-JEPA after, batch context <= 64 | 64 | 170.5 | 164.6 | 395.8 | 4,725 |
+| I-JEPA after, batch context <= 88 | 88 | 132.5 (undercounted) | 225.6 | 237.5 | 3,458 |
+| I-JEPA after, batch context <= 128 | 128 | 171.5 (undercounted) | 292.9 | 320.5 | 4,122 |
+| I-JEPA after, batch context <= 169 | 169 | 212.3 (undercounted) | 363.5 | 416.7 | 4,892 |
+| MAE (unchanged) | | 59.75 | 57.4 | 226.1 | 3,088 |
+
+The batch's context (the smallest of its images', as the official
+collator cuts) over 200 mask draws per batch size on the 14x14 grid: at
+batch 8 mean 64, max 82 (lengths 48/64/88 taken 8/95/97 times); at 128
+mean 51, max 67 (67/130/3 times); at 256 mean 48, max 61. Lengths 128 and
+169 exist for the guarantee and were never taken. Hand count of the
+official code's unpadded shapes at batch 128 (context 50, target 34):
+104.8 GFLOP/img.
 """
 
 import argparse
@@ -90,6 +119,51 @@ def step_cost(config) -> dict:
           "buffer_bytes": float(buffers), "compile_s": seconds}
 
 
+def _blocks_flops(tokens, length, width, depth, mlp_ratio):
+  """Forward FLOPs of ``depth`` pre-norm blocks on ``tokens`` rows of
+  sequences of ``length``: the matmuls (qkv, projection, MLP) and the
+  attention's two products."""
+  return tokens * depth * ((8 + 4 * mlp_ratio) * width ** 2
+                           + 4 * length * width)
+
+
+def hand_gflop(config, context_length: int = 0) -> float:
+  """Hand count of the step's GFLOP per image (blocks only) for I-JEPA
+  (at ``context_length``, 0: the library's longest length) and MAE; NaN
+  for other methods."""
+  enc = config.model.encoder_kwargs
+  width, depth = enc.hidden_dim, enc.depth
+  mlp = enc.get("mlp_ratio", 4.0)
+  side = config.views.size // enc.patch_size
+  patches = side * side
+  if config.method == "mae":
+    dec = config.model.mae_decoder
+    keep = 1 + int(patches * (1 - config.masks.mask_ratio))
+    return 3 * (_blocks_flops(keep, keep, width, depth, mlp)
+                + _blocks_flops(patches + 1, patches + 1, dec.width,
+                                dec.depth, 4.0)) / 1e9
+  if config.method != "ijepa":
+    return float("nan")
+  kw = ijepa.Method(config).mask_kwargs()
+  from ssljax import masks  # pylint: disable=import-outside-toplevel
+  t_max, bound = masks.multiblock_bounds(
+      (side, side), target_scale=kw["target_scale"],
+      target_aspect=kw["target_aspect"], context_scale=kw["context_scale"])
+  lengths = ijepa.context_lengths(bound)
+  k = context_length or lengths[-1]
+  switched = len(lengths) > 1 or bool(context_length)
+  one_block = switched and 2 * k > bound
+  pred = config.model.jepa_predictor
+  m = kw["num_targets"]
+  target = _blocks_flops(patches, patches, width, depth, mlp)
+  context = _blocks_flops(k, k, width, depth, mlp)
+  predictor = _blocks_flops(m * (k + t_max), k + t_max, pred.width,
+                            pred.depth, 4.0)
+  passes = 3 + switched
+  return (target + passes * context
+          + (passes + one_block) * predictor) / 1e9
+
+
 def _kwargs(text: str) -> dict:
   out = {}
   for item in filter(None, text.split(",")):
@@ -103,17 +177,19 @@ def main(argv=None):
   parser.add_argument("--recipes", default="imagenet_vit:ijepa,imagenet_vit:mae")
   parser.add_argument("--batch", type=int, default=8)
   parser.add_argument("--context_length", type=int, default=0,
-                      help="I-JEPA: compile the step at this one context "
-                      "length (costs only: the loss is wrong for batches "
-                      "with a longer context); 0: the library's lengths")
+                      help="I-JEPA: compile the step with this one context "
+                      "length as the branch the step takes (costs only: "
+                      "the loss is wrong for batches with a longer "
+                      "context); 0: the library's lengths")
   parser.add_argument("--encoder_kwargs", default="",
                       help="name=value,... over the recipe's encoder_kwargs")
   args = parser.parse_args(argv)
-  if args.context_length:
-    ijepa.context_lengths = lambda bound: (min(args.context_length, bound),)
+  if args.context_length:  # two equal branches: the switched form, one cost
+    length = args.context_length
+    ijepa.context_lengths = lambda bound: (min(length, bound),) * 2
   print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
         f"batch {args.batch}")
-  header = ("recipe", "GFLOP/img", "GB acc./img", "temp MiB/img",
+  header = ("recipe", "GFLOP/img", "hand GFLOP/img", "GB acc./img", "temp MiB/img",
             "buffers MiB", "args MiB", "compile s")
   print(" | ".join(header))
   rows = []
@@ -123,6 +199,7 @@ def main(argv=None):
     rows.append((recipe, r))
     b = r["batch"]
     print(f"{recipe} | {r['flops'] / b / 1e9:.2f} | "
+          f"{hand_gflop(config, args.context_length):.1f} | "
           f"{r['bytes_accessed'] / b / 1e9:.3f} | "
           f"{r['temp_bytes'] / b / 2**20:.1f} | "
           f"{r['buffer_bytes'] / 2**20:.0f} | "
