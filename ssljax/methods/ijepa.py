@@ -20,6 +20,16 @@ from ``teacher.momentum`` to ``teacher.final_momentum``
 (`ssljax.methods.ema_teacher`); the official schedule is linear between
 the same values. Index arrays are padded to static sizes and the padding
 is kept out of attention and loss (equal numbers, fixed shapes).
+
+Cost: the official collator cuts every context of a batch to the batch's
+smallest (about 50 of 196 patches at batch 128, ViT-B/16 at 224 px); padded
+to its bound (169) the context would cost the context encoder and the
+predictor (which sees it once per target block) 2-3 times their work and
+memory. The step therefore cuts the context to the shortest of a few static
+lengths that holds the batch's (`context_lengths`, one `jax.lax.switch`
+branch per length, each recomputing its forward pass in the backward pass;
+the long, rare lengths run the predictor one target block at a time).
+Loss and gradient are those of the padded computation.
 """
 
 import jax
@@ -28,7 +38,7 @@ import jax.numpy as jnp
 from ssljax import config_rules as rules, losses, masks, models
 from ssljax.methods import base, ema_teacher, masked_vit
 
-__all__ = ["Method"]
+__all__ = ["Method", "context_lengths"]
 
 _MASK_FIELDS = {
     "masks.num_targets": rules.integer(1),
@@ -96,14 +106,18 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
     num_targets, batch_size, t_max = m["targets"].shape
     rows = jnp.arange(batch_size)[None, :, None]
     target = h[rows, m["targets"]].reshape(num_targets * batch_size, t_max, -1)
-    variables = {"params": params}
-    ctx = self.network.apply(variables, x, m["context"], m["context_valid"],
-                             method=models.IJEPANetwork.context)
-    pred = self.network.apply(variables, ctx, m["context"], m["targets"],
-                              grid, m["context_valid"], m["target_valid"],
-                              method=models.IJEPANetwork.predict)
     valid = m["target_valid"].reshape(num_targets * batch_size, t_max)
-    loss = self.FORMS[self.config.loss.form](pred, target, valid)
+    bound = m["context"].shape[1]
+    lengths = context_lengths(bound)
+    branches = [self._context_loss(k, bound, len(lengths) > 1)
+                for k in lengths]
+    args = (params, x, m["context"], m["context_valid"], m["targets"],
+            m["target_valid"], target, valid)
+    if len(branches) == 1:
+      loss = branches[0](*args)
+    else:  # the shortest length that holds this batch's context
+      index = jnp.searchsorted(jnp.asarray(lengths), m["num_context"])
+      loss = jax.lax.switch(index, branches, *args)
     rep = masked_vit.token_representation(self.encoder, h, with_prefix=False)
     if rep is None:
       rep = self.representation(params, state, x)
@@ -111,6 +125,43 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
                "context_patches": m["num_context"].astype(jnp.float32),
                "target_patches": m["num_target"].astype(jnp.float32)}
     return loss, base.LossAux(metrics, state, jax.lax.stop_gradient(rep))
+
+  def _context_loss(self, length: int, bound: int, switched: bool):
+    """The loss from the context cut to its first ``length`` positions
+    (every valid one: ``length`` >= the batch's ``num_context``).
+
+    Under `jax.lax.switch` each branch is a `jax.checkpoint`: a switch keeps
+    the residuals of every branch for the backward pass, a checkpointed
+    branch only its inputs (it recomputes its forward pass in the backward
+    pass). Lengths above half the bound run the predictor one target block
+    at a time (`jax.lax.scan` of a checkpointed body: the same rows, the
+    activations of one block kept at a time), so that the rare long
+    contexts need no more memory than the common short ones."""
+    one_block_at_a_time = switched and 2 * length > bound
+    network, form = self.network, self.FORMS[self.config.loss.form]
+
+    def context_loss(params, x, context, context_valid, targets,
+                     target_valid, target, valid):
+      variables = {"params": params}
+      keep, keep_valid = context[:, :length], context_valid[:, :length]
+      ctx = network.apply(variables, x, keep, keep_valid,
+                          method=models.IJEPANetwork.context)
+      grid = masked_vit.patch_grid(x, self.encoder.patch_size)
+
+      def predict(idx, idx_valid):
+        return network.apply(variables, ctx, keep, idx, grid, keep_valid,
+                             idx_valid, method=models.IJEPANetwork.predict)
+
+      if one_block_at_a_time:
+        body = jax.checkpoint(lambda _, t: (None, predict(t[0][None],
+                                                          t[1][None])))
+        _, pred = jax.lax.scan(body, None, (targets, target_valid))
+        pred = pred.reshape(-1, *pred.shape[2:])  # (M·B, T, D)
+      else:
+        pred = predict(targets, target_valid)
+      return form(pred, target, valid)
+
+    return jax.checkpoint(context_loss) if switched else context_loss
 
   def representation(self, params, state, images):
     """The target encoder's representation (B, D) (the paper's choice)."""
@@ -121,6 +172,42 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
   def embedding(self, params, state, images):
     h = self.representation(params, state, images)
     return h, h
+
+
+def context_lengths(bound: int) -> tuple:
+  """The static lengths the context is cut to, ascending, the last ``bound``.
+
+  The context of a batch has ``num_context`` valid positions (the batch's
+  smallest context, as the official collator truncates), known only on the
+  device; shapes under jit are static, so the positions come padded to the
+  bound K_max (`ssljax.masks.multiblock_bounds`: 169 of 196 patches for
+  ViT-B/16 at 224 px), far above the usual ``num_context`` (about 50 at
+  batch 128). The step runs the context encoder and the predictor at the
+  shortest of these lengths that holds ``num_context``: the fractions 1/4,
+  3/8, 1/2, 3/4 and 1 of the bound, rounded up to multiples of 8 (bounds
+  under 64: the bound alone). The padding is masked out of attention and
+  loss, so every length gives the same loss and gradient.
+
+  Args:
+    bound: K_max >= 1, the padded context length.
+
+  Returns:
+    tuple of ints, ascending, distinct, the last ``bound``.
+
+  Raises:
+    ValueError: bound < 1.
+
+  Example:
+    >>> context_lengths(169)
+    (48, 64, 88, 128, 169)
+  """
+  if bound < 1:
+    raise ValueError(f"the context bound must be >= 1, got {bound}")
+  if bound < 64:
+    return (bound,)
+  sizes = {min(bound, -(-bound * num // (8 * den)) * 8)
+           for num, den in ((1, 4), (3, 8), (1, 2), (3, 4), (1, 1))}
+  return tuple(sorted(sizes))
 
 
 def _mask_kwargs(config) -> dict:
