@@ -31,7 +31,7 @@ the FLOPs of the lengths above half the bound (the predictor runs one
 target block at a time in a loop) are undercounted: the hand count below
 holds for them.
 
-Before/after the I-JEPA context cut (branch ijepa-memory; 2-core x86-64
+Before/after the I-JEPA context cut (2-core x86-64
 development machine, no GPU, 2026-11-26, cores shared with other jobs;
 jax 0.10.2 CPU compile, recipe configs/imagenet_vit.py, batch 8; per image;
 hand count: `hand_gflop`, forward FLOPs of the blocks, (8 + 4·mlp_ratio)·w² + 4·n·w per
