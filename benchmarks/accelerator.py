@@ -166,6 +166,8 @@ def model_config(case: Case, args):
   config.batch_size = per_device * jax.device_count()
   if args.threads:
     config.dataset.threads = args.threads
+  if args.workers:
+    config.dataset.workers = args.workers
   v = config.views
   if case.num_local >= 0 and not args.smoke:
     with v.ignore_type():  # the per-view tuples follow V
@@ -295,6 +297,7 @@ def run_model(name: str, args) -> dict:
       "data": ("JPEG folder, host crops" if case.data == "folder"
                else "in-memory uint8, device crops"),
       "threads": config.dataset.threads, "prefetch": prefetch,
+      "workers": config.dataset.workers,
       "step_s": step_s, "step_windows_s": windows,
       "step_images_per_s": b / step_s, "step_views_per_s": b * views / step_s,
       "e2e_s": e2e_s, "e2e_images_per_s": b / e2e_s,
@@ -494,6 +497,9 @@ def parse_args(argv=None):
   parser.add_argument("--repeats", type=int, default=None)
   parser.add_argument("--threads", type=int, default=0,
                       help="grain threads (0: the recipe's)")
+  parser.add_argument("--workers", type=int, default=0,
+                      help="worker processes of the host pipeline, each with "
+                      "--threads threads (0: the recipe's, in-process)")
   parser.add_argument("--image_size", type=int, default=None,
                       help="mean side of the generated JPEGs")
   parser.add_argument("--image_jitter", type=int, default=None)
@@ -534,7 +540,8 @@ def parse_args(argv=None):
 def child_argv(args, extra: list[str]) -> list[str]:
   argv = ["--out", args.out, "--warmup", str(args.warmup), "--steps",
           str(args.steps), "--repeats", str(args.repeats), "--threads",
-          str(args.threads), "--image_size", str(args.image_size),
+          str(args.threads), "--workers", str(args.workers),
+          "--image_size", str(args.image_size),
           "--image_jitter", str(args.image_jitter), "--num_images",
           str(args.num_images), "--data_dir", args.data_dir,
           "--batch_per_device", str(args.batch_per_device),

@@ -52,6 +52,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.dataset.generate_kwargs = config_dict.ConfigDict()  # write_image_folder args
   c.dataset.threads = 4  # host threads preparing batches (grain)
   c.dataset.prefetch = 4  # batches prepared ahead
+  # Worker processes preparing batches, each with `threads` threads (0: the
+  # threads of the main process). For decoded sources (image folders) on
+  # many-core hosts, where one process's threads share its interpreter lock.
+  c.dataset.workers = 0
 
   # The views (ssljax.data.view_spec): num_global global crops and num_local
   # local crops; every op below takes one value for all views or a tuple

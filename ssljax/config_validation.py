@@ -69,6 +69,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "dataset.generate_kwargs": _anything,
     "dataset.threads": _int(1),
     "dataset.prefetch": _int(1),
+    "dataset.workers": _int(0),
     "views.num_global": _int(1),
     "views.num_local": _int(0),
     "views.size": _int(0),

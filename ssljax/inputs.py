@@ -159,7 +159,7 @@ def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
         sampling=config.graph.edge_sampling,
         with_info=uses_edge_info(config), process_index=process_index,
         process_count=process_count, threads=config.dataset.threads,
-        prefetch=config.dataset.prefetch)
+        prefetch=config.dataset.prefetch, workers=config.dataset.workers)
     for batch in batches:
       labels_ = batch.pop("labels")
       if probe_labels:
@@ -173,7 +173,8 @@ def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
       source, batch_size=config.batch_size, seed=config.seed, spec=spec,
       start_step=start_step, num_steps=num_steps, process_index=process_index,
       process_count=process_count, labels=labels,
-      threads=config.dataset.threads, prefetch=config.dataset.prefetch):
+      threads=config.dataset.threads, prefetch=config.dataset.prefetch,
+      workers=config.dataset.workers):
     if labels is None:
       batch.pop("labels")
     if all_labels is not None:

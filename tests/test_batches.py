@@ -209,6 +209,33 @@ def test_corrupt_images_are_skipped_and_counted(tmp_path):
   np.testing.assert_array_equal(images[0], images[1])
 
 
+def test_worker_processes_give_the_batches_of_one_process(tmp_path):
+  """Two grain worker processes (dataset.workers = 2): the same host crops
+  in step order, and the images they skipped reach the caller's source."""
+  rng = np.random.default_rng(3)
+  for i in range(8):
+    Image.fromarray(rng.integers(0, 255, (20 + i, 24, 3), np.uint8)).save(
+        tmp_path / f"{i}.jpg", quality=90)
+  (tmp_path / "5.jpg").write_bytes(b"not an image")
+  spec = data.view_spec({"num_global": 2, "size": 8, "num_local": 1,
+                         "local_size": 4})
+  kwargs = {"spec": spec, "batch_size": 4, "num_steps": 6, "prefetch": 2}
+  here = data.ImageFolderSource(tmp_path)
+  expected = _take(here, **kwargs)
+  source = data.ImageFolderSource(tmp_path)
+  got = _take(source, workers=2, threads=1, **kwargs)
+  assert len(got) == len(expected) == 6
+  for a, b in zip(expected, got):
+    assert set(a) == set(b)  # no "skipped" entry left in the batches
+    np.testing.assert_array_equal(a["indices"], b["indices"])
+    np.testing.assert_array_equal(a["labels"], b["labels"])
+    for u, v in zip(a["views"], b["views"]):
+      np.testing.assert_array_equal(u, v)
+  assert sorted(source.skipped) == sorted(here.skipped) == [5]
+  with pytest.raises(ValueError, match="workers"):
+    _take(source, workers=-1, **kwargs)
+
+
 # ------------------------------------------------------------------- tfds --
 def test_array_record_split_streams_the_in_memory_records(tmp_path,
                                                           monkeypatch):

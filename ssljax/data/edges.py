@@ -99,7 +99,8 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
                  start_step: int = 0, num_steps: int,
                  sampling: str = "weighted", with_info: bool = False,
                  process_index: int = 0, process_count: int = 1,
-                 threads: int = 4, prefetch: int = 4) -> Iterator[dict]:
+                 threads: int = 4, prefetch: int = 4,
+                 workers: int = 0) -> Iterator[dict]:
   """Yields the endpoint images of the edges drawn at steps
   [start_step, start_step + num_steps).
 
@@ -123,6 +124,8 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
     process_index, process_count: this process p of P.
     threads, prefetch: grain threads and steps prepared ahead
       (`ssljax.data.batches.read_options`).
+    workers: worker processes (`ssljax.data.batches.prefetch_in_workers`;
+      0: this process's threads). Same batches.
 
   Returns:
     Iterator of dicts: "edge_images" uint8 (2, B/P, H, W, C) (row b of [0]
@@ -160,6 +163,9 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
   dataset = grain.MapDataset.range(start_step, start_step + num_steps)
   dataset = dataset.map(make_batch).to_iter_dataset(
       batches.read_options(threads, prefetch))
+  if workers:
+    return batches.prefetch_in_workers(dataset, source=source,
+                                       workers=workers, prefetch=prefetch)
   return iter(dataset)
 
 

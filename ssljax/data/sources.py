@@ -199,6 +199,16 @@ class ImageFolderSource:
   def __len__(self) -> int:
     return len(self.files)
 
+  def __getstate__(self) -> dict:
+    """Everything but the lock (worker processes get a copy)."""
+    state = dict(self.__dict__)
+    del state["_lock"]
+    return state
+
+  def __setstate__(self, state: dict):
+    self.__dict__.update(state)
+    self._lock = threading.Lock()
+
   def decode(self, index: int) -> np.ndarray:
     """uint8 (H, W, channels) image of file ``index``.
 
