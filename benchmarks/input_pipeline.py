@@ -20,6 +20,11 @@ Parts (every ratio is between numbers measured in the same run):
   Training memory must not grow with the dataset.
 * ``resume``: seconds from building the iterator to the first batch when
   starting at step 10, 10⁴ and 10⁵.
+* ``workers`` (not in the default parts): host images/s of the ResNet-50
+  recipe's views (2×224 from JPEGs of 384 ± 64 px, as
+  benchmarks/accelerator.py writes) with T threads in this process against
+  T worker processes of one thread each (``dataset.workers``), T = the
+  CPU count; the first batches (worker start-up) are not timed.
 
 Prints one JSON line per measurement and a summary table.
 """
@@ -224,11 +229,41 @@ def resume():
   return rows
 
 
+def workers(batch=32, steps=64, skip=8):
+  """Host images/s: T threads in one process vs T one-thread workers."""
+  from ssljax.data import synthetic  # pylint: disable=import-outside-toplevel
+  root = os.path.join(tempfile.gettempdir(), "ssljax_bench_workers_384")
+  if not os.path.isdir(root):
+    synthetic.write_image_folder(root + ".tmp", num_train=256, num_test=4,
+                                 size=384, size_jitter=64)
+    os.replace(root + ".tmp", root)
+  source = data.ImageFolderSource(os.path.join(root, "train"))
+  spec = _spec(224)
+  cpus = os.cpu_count()
+  rows = {}
+  for name, threads, procs in (("threads", cpus, 0), ("workers", 1, cpus)):
+    it = data.train_batches(source, batch_size=batch, seed=0, spec=spec,
+                            num_steps=steps, threads=threads, prefetch=cpus,
+                            workers=procs)
+    for _ in range(skip):
+      next(it)
+    start = time.perf_counter()
+    count = sum(1 for _ in it)
+    rows[name] = count * batch / (time.perf_counter() - start)
+    print(json.dumps({"part": "workers", "mode": name, "threads": threads,
+                      "workers": procs, "images_per_s": rows[name]}),
+          flush=True)
+  print(f"host images/s, 2×224 crops of 384 px JPEGs, {cpus} CPUs: "
+        f"{cpus} threads {rows['threads']:.0f}, {cpus} workers "
+        f"{rows['workers']:.0f} (ratio {rows['workers'] / rows['threads']:.2f})")
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--parts", default="throughput,rss,resume")
   args = parser.parse_args()
-  parts = {"throughput": throughput, "rss": rss, "resume": resume}
+  parts = {"throughput": throughput, "rss": rss, "resume": resume,
+           "workers": workers}
   print(json.dumps({"machine": os.uname().machine, "cpus": os.cpu_count(),
                     "backend": jax.default_backend(),
                     "ru_maxrss_self_mib": resource.getrusage(
