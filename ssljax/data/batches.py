@@ -31,7 +31,7 @@ import numpy as np
 from ssljax.data import crops
 from ssljax.data.views import ViewSpec
 
-__all__ = ["epoch_permutation", "eval_batches", "prefetch_in_workers",
+__all__ = ["epoch_permutation", "eval_batches", "host_iterator",
            "read_options", "step_indices", "train_batches"]
 
 
@@ -55,34 +55,40 @@ def read_options(threads: int, prefetch: int) -> grain.ReadOptions:
                            prefetch_buffer_size=max(threads, prefetch))
 
 
-def prefetch_in_workers(dataset, *, source, workers: int,
-                        prefetch: int) -> Iterator[dict]:
-  """The batches of a grain ``IterDataset`` prepared in ``workers`` processes.
+def host_iterator(steps, *, source, threads: int, prefetch: int,
+                  workers: int = 0) -> Iterator[dict]:
+  """The batches of ``steps`` (a grain ``MapDataset`` of batch dicts, one per
+  step), prepared ahead by threads of this process or by worker processes.
 
-  Grain's worker processes (``IterDataset.mp_prefetch``) each prepare every
-  ``workers``-th step with their own threads, and the batches come back in
-  step order, so they equal the batches of one process. Threads of one
-  Python process share its interpreter lock: on one H200 host 16 threads
-  decoded and cropped about 1,480 JPEGs/s, where the cores could do
-  several times that. Processes do not share it. Each worker holds its own
-  copy of ``source`` (pickled), so the unreadable images a worker skips are
-  sent back with each batch (its "skipped" entry) and merged into
-  ``source.skipped`` here.
+  With ``workers`` = 0, ``threads`` grain threads of this process prepare
+  the steps (`read_options`). With ``workers`` >= 1, grain's worker
+  processes (``IterDataset.mp_prefetch``) each prepare every
+  ``workers``-th step with ``threads`` threads of their own, and the
+  batches come back in step order, so they equal the batches of one
+  process. Threads of one Python process share its interpreter lock: on
+  one H200 host 16 threads decoded and cropped about 1,480 JPEGs/s, where
+  the cores could do several times that; processes do not share it. Each
+  worker holds its own copy of ``source`` (pickled), so the unreadable
+  images a worker skips travel with each batch (its "skipped" entry) and
+  are merged into ``source.skipped`` here.
 
   Args:
-    dataset: a grain IterDataset of batch dicts.
+    steps: a grain MapDataset of batch dicts.
     source: the source the batches read (for its ``skipped`` record).
-    workers: worker processes, >= 1.
-    prefetch: batches buffered in all, split over the workers.
+    threads, prefetch: as `read_options` (per process).
+    workers: worker processes, >= 0.
 
   Returns:
-    An iterator of the batch dicts, in order, without "skipped".
+    An iterator of the batch dicts, in step order, without "skipped".
 
   Raises:
-    ValueError: workers < 1.
+    ValueError: workers < 0, or bad threads / prefetch (`read_options`).
   """
-  if workers < 1:
-    raise ValueError(f"workers must be >= 1, got {workers}")
+  if workers < 0:
+    raise ValueError(f"workers must be >= 0, got {workers}")
+  dataset = steps.to_iter_dataset(read_options(threads, prefetch))
+  if not workers:
+    return iter(dataset)
   # Grain reads its own absl flags in the workers; a library caller (not
   # an absl app) has not parsed them, and their defaults are what we want.
   from absl import flags  # pylint: disable=import-outside-toplevel
@@ -90,8 +96,13 @@ def prefetch_in_workers(dataset, *, source, workers: int,
     flags.FLAGS.mark_as_parsed()
   options = grain.MultiprocessingOptions(
       num_workers=workers, per_worker_buffer_size=max(1, -(-prefetch // workers)))
+  return _merge_skipped(dataset.mp_prefetch(options), source)
+
+
+def _merge_skipped(batches, source) -> Iterator[dict]:
+  """The workers' batches, their "skipped" entries merged into the source's."""
   skipped = getattr(source, "skipped", None)
-  for batch in dataset.mp_prefetch(options):
+  for batch in batches:
     reported = batch.pop("skipped", None)
     if reported and skipped is not None:
       skipped.update(reported)
@@ -147,7 +158,7 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
       process when ``workers`` > 0).
     prefetch: steps prepared ahead; at least ``threads`` (`read_options`).
     workers: 0 (the threads of this process) or the number of worker
-      processes (`prefetch_in_workers`): for sources that decode (image
+      processes (`host_iterator`): for sources that decode (image
       folders), where the threads of one process contend for its
       interpreter lock. The batches are the same.
 
@@ -163,8 +174,7 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
     ValueError: naming the argument (steps < 0, a bad process index, a
       batch that does not fit), or host crops whose sizes are not set.
   """
-  for name, value in (("start_step", start_step), ("num_steps", num_steps),
-                      ("workers", workers)):
+  for name, value in (("start_step", start_step), ("num_steps", num_steps)):
     if value < 0:
       raise ValueError(f"{name} must be >= 0, got {value}")
   if not 0 <= process_index < process_count:
@@ -209,13 +219,9 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
     out["views"] = tuple(np.stack(g) for g in groups)
     return out
 
-  dataset = grain.MapDataset.range(start_step, start_step + num_steps)
-  dataset = dataset.map(make_batch).to_iter_dataset(
-      read_options(threads, prefetch))
-  if workers:
-    return prefetch_in_workers(dataset, source=source, workers=workers,
-                               prefetch=prefetch)
-  return iter(dataset)
+  steps = grain.MapDataset.range(start_step, start_step + num_steps)
+  return host_iterator(steps.map(make_batch), source=source, threads=threads,
+                       prefetch=prefetch, workers=workers)
 
 
 def eval_batches(source, *, batch_size: int, size: int = 0,

@@ -122,10 +122,9 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
       of the rows: [0] d/N_s, [1] 1/(N_s q), [2] G_e/(N_s² p_e) (same for
       both views).
     process_index, process_count: this process p of P.
-    threads, prefetch: grain threads and steps prepared ahead
-      (`ssljax.data.batches.read_options`).
-    workers: worker processes (`ssljax.data.batches.prefetch_in_workers`;
-      0: this process's threads). Same batches.
+    threads, prefetch, workers: grain threads, steps prepared ahead and
+      worker processes (0: this process's threads); the same batches
+      (`ssljax.data.batches.host_iterator`).
 
   Returns:
     Iterator of dicts: "edge_images" uint8 (2, B/P, H, W, C) (row b of [0]
@@ -160,13 +159,10 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
           np.stack([info_tables["pos"][idx]] * 2)])
     return out
 
-  dataset = grain.MapDataset.range(start_step, start_step + num_steps)
-  dataset = dataset.map(make_batch).to_iter_dataset(
-      batches.read_options(threads, prefetch))
-  if workers:
-    return batches.prefetch_in_workers(dataset, source=source,
-                                       workers=workers, prefetch=prefetch)
-  return iter(dataset)
+  steps = grain.MapDataset.range(start_step, start_step + num_steps)
+  return batches.host_iterator(steps.map(make_batch), source=source,
+                               threads=threads, prefetch=prefetch,
+                               workers=workers)
 
 
 def _check_args(source, graph, batch_size, start_step, num_steps,
