@@ -28,6 +28,48 @@ def test_probe_matches_sklearn_logistic_regression():
   assert ours["l2"] == l2 and ours["iterations"] > 0
 
 
+def test_logistic_regression_matches_sklearn_coefficients():
+  # The probe's solver against scikit-learn's multinomial LogisticRegression
+  # on the same objective (C = 1/(l2·N)): weights, bias and the gradient
+  # optimality both imply. sklearn's softmax is invariant to a shift of all
+  # classes, its penalty fixes W's; the unpenalised bias is compared centred.
+  x, y = _blobs(300, d=4, c=3, spread=0.8)
+  x = (x - x.mean(0)) / x.std(0)
+  l2 = 1e-2
+  ours = evaluate.fit_logistic_regression(x, y, l2=l2, max_iter=500, tol=1e-7)
+  ref = LogisticRegression(C=1.0 / (l2 * len(x)), max_iter=10000, tol=1e-12)
+  ref.fit(x, y)
+  np.testing.assert_allclose(np.asarray(ours["w"]), ref.coef_.T, atol=2e-4)
+  b = np.asarray(ours["b"])
+  np.testing.assert_allclose(b - b.mean(), ref.intercept_ - ref.intercept_.mean(),
+                             atol=2e-4)
+  assert 0 < ours["iterations"] <= 500
+
+
+def test_logistic_regression_warm_start_at_the_optimum_stays():
+  x, y = _blobs(200, d=3, c=3)
+  first = evaluate.fit_logistic_regression(x, y, l2=1e-1, max_iter=500, tol=1e-6)
+  again = evaluate.fit_logistic_regression(
+      x, y, l2=1e-1, max_iter=500, tol=1e-6,
+      init={"w": first["w"], "b": first["b"]})
+  assert again["iterations"] <= 2
+  np.testing.assert_allclose(np.asarray(again["w"]), np.asarray(first["w"]),
+                             atol=1e-5)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(l2=-1.0), "l2"),
+    (dict(max_iter=0), "max_iter"),
+    (dict(num_classes=2), "num_classes"),
+    (dict(init={"w": np.zeros((2, 3)), "b": np.zeros(3)}), "init"),
+])
+def test_logistic_regression_rejects_bad_input(bad, match):
+  x, y = _blobs(30, d=4, c=3)
+  kwargs = dict(l2=1e-2) | bad
+  with pytest.raises(ValueError, match=match):
+    evaluate.fit_logistic_regression(x, y, **kwargs)
+
+
 def test_probe_choice_never_sees_test_labels():
   x, y = _blobs(300)
   xt, yt = _blobs(100, seed=2)
