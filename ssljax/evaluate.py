@@ -23,18 +23,19 @@ DEFAULT_L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 
 
 def _check_features(name, x, y):
+  name = f"{name}_" if name else ""  # "train_features", or just "features"
   x = np.asarray(x)
   y = np.asarray(y)
   if x.ndim != 2:
-    raise ValueError(f"{name}_features must be (N, D), got shape {x.shape}")
+    raise ValueError(f"{name}features must be (N, D), got shape {x.shape}")
   if y.shape != (x.shape[0],):
     raise ValueError(
-        f"{name}_labels must be ({x.shape[0]},) to match {name}_features "
+        f"{name}labels must be ({x.shape[0]},) to match {name}features "
         f"{x.shape}, got shape {y.shape}")
   if not np.all(np.isfinite(x)):
-    raise ValueError(f"{name}_features contains NaN or Inf")
+    raise ValueError(f"{name}features contains NaN or Inf")
   if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
-    raise ValueError(f"{name}_labels must be non-negative integers, got "
+    raise ValueError(f"{name}labels must be non-negative integers, got "
                      f"dtype {y.dtype} and min {y.min()}")
   return x.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
 
@@ -86,8 +87,9 @@ def fit_logistic_regression(features, labels, *, l2: float,
 
   Minimises mean_n CE(x_n W + b, y_n) + ½ l2 ‖W‖² (b unpenalised) with
   optax's L-BFGS, full batch in float32, until ``max_iter`` iterations or a
-  gradient norm below ``tol``. `linear_probe` calls it once per L2 value and
-  once for the refit; it does not standardise the features.
+  gradient norm below ``tol``. It is the solver `linear_probe` runs once
+  per L2 value and once for the refit; it does not standardise the
+  features.
 
   Args:
     features: (N, D) float array (rows are samples).
@@ -112,7 +114,7 @@ def fit_logistic_regression(features, labels, *, l2: float,
     Liu & Nocedal 1989, "On the limited memory BFGS method for large scale
     optimization", Mathematical Programming 45 (the solver).
   """
-  x, y = _check_features("train", features, labels)
+  x, y = _check_features("", features, labels)
   if not (np.isfinite(l2) and l2 >= 0):
     raise ValueError(f"l2 must be finite and >= 0, got {l2}")
   if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) \
