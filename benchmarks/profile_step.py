@@ -50,10 +50,14 @@ def _kind(ops: collections.Counter) -> str:
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--reshape_pool", action="store_true")
+  parser.add_argument("--conv_chunk", type=int, default=None,
+                      help="SmallCNN.conv_chunk (default: the model's)")
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--out", default="/tmp/ssljax_profile")
   args = parser.parse_args()
   config = bench._config("vicreg", "cnn", "float32")
+  if args.conv_chunk is not None:
+    config.model.encoder_kwargs.conv_chunk = args.conv_chunk
   views = np.random.default_rng(0).random((2, 256, 28, 28, 1), np.float32)
   make = bench.jax_step_reshape_pool if args.reshape_pool else bench.jax_step
   run, _ = make(config, views)

@@ -193,3 +193,55 @@ def test_batchnorm_uses_batch_statistics_only_in_training():
 def test_unknown_encoder_name():
   with pytest.raises(ValueError, match="unknown encoder"):
     _network("vit", {}, (4,))
+
+
+@pytest.mark.parametrize("downsample", ["avg", "stride"])
+def test_small_cnn_conv_chunks_give_the_whole_batch_result(downsample):
+  # 10 samples in chunks of 4 (the last holds 2), against one call: the
+  # same outputs, BatchNorm statistics and parameter gradient (the chunks
+  # only reorder the kernel gradient's sum over samples), and the same
+  # parameter tree, so checkpoints load either way.
+  x = jax.random.normal(jax.random.key(1), (10, 12, 12, 3))
+  whole = models.SmallCNN(channels=(4, 6), downsample=downsample,
+                          conv_chunk=0)
+  parts = models.SmallCNN(channels=(4, 6), downsample=downsample,
+                          conv_chunk=(4, 3))
+  v = whole.init(jax.random.key(0), x, train=False)
+  assert (jax.tree.structure(v) == jax.tree.structure(
+      parts.init(jax.random.key(0), x, train=False)))
+
+  def loss(net, params):
+    h, upd = net.apply({**v, "params": params}, x, train=True,
+                       mutable=["batch_stats"])
+    return jnp.sum(jnp.sin(h)), (h, upd)
+
+  (_, (h0, s0)), g0 = jax.jit(jax.value_and_grad(
+      lambda p: loss(whole, p), has_aux=True))(v["params"])
+  (_, (h1, s1)), g1 = jax.jit(jax.value_and_grad(
+      lambda p: loss(parts, p), has_aux=True))(v["params"])
+  np.testing.assert_allclose(h1, h0, rtol=1e-5, atol=1e-6)
+  assert float(h0.std()) > 0.01  # not a constant output
+  for a, b in zip(jax.tree.leaves((s0, g0)), jax.tree.leaves((s1, g1))):
+    # float32 sums in another order: relative to the leaf's scale
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4 * np.abs(a).max())
+
+
+def test_small_cnn_default_chunks_on_one_cpu_device_only_large_maps():
+  # The default (None) chunks the stages with >= 7x7 outputs on one CPU
+  # device; the 3x3 stage, accelerators and sharded batches run whole.
+  cnn = models.SmallCNN(channels=(4, 4, 4, 4))
+  on_cpu = jax.default_backend() == "cpu" and jax.device_count() == 1
+  expected = [32, 32, 32, 0] if on_cpu else [0, 0, 0, 0]
+  assert [cnn._chunk(i, hw) for i, hw in
+          enumerate((28 * 28, 14 * 14, 7 * 7, 3 * 3))] == expected
+  assert models.SmallCNN(conv_chunk=8)._chunk(3, 9) == 8
+
+
+@pytest.mark.parametrize("chunk,match", [
+    (-1, "conv_chunk must be None or >= 0, got -1"),
+    ((4, 4, 4), "conv_chunk has 3 values for 2 stages"),
+])
+def test_small_cnn_rejects_a_bad_conv_chunk(chunk, match):
+  net = models.SmallCNN(channels=(4, 6), conv_chunk=chunk)
+  with pytest.raises(ValueError, match=match):
+    net.init(jax.random.key(0), jnp.zeros((6, 8, 8, 1)), train=False)
