@@ -245,3 +245,15 @@ def test_small_cnn_rejects_a_bad_conv_chunk(chunk, match):
   net = models.SmallCNN(channels=(4, 6), conv_chunk=chunk)
   with pytest.raises(ValueError, match=match):
     net.init(jax.random.key(0), jnp.zeros((6, 8, 8, 1)), train=False)
+
+
+def test_small_cnn_chunks_only_in_training():
+  # Evaluation runs each convolution once on the whole batch; training
+  # runs one call per chunk (10 samples in chunks of 4: 3 calls a stage).
+  net = models.SmallCNN(channels=(4, 6), conv_chunk=4)
+  x = jnp.zeros((10, 8, 8, 1))
+  v = net.init(jax.random.key(0), x, train=False)
+  count = lambda train: str(jax.make_jaxpr(lambda: net.apply(
+      v, x, train=train, mutable=["batch_stats"]))()).count(
+          "conv_general_dilated[")
+  assert (count(False), count(True)) == (2, 6)

@@ -57,11 +57,13 @@ class MLPEncoder(nn.Module):
     return x
 
 
-# Samples per convolution call that SmallCNN uses by default on the CPU
-# backend, for stages whose output map has at least CHUNKED_MIN_POSITIONS
-# positions (7x7). On the 2-core x86-64 development machine (jaxlib 0.10.2,
-# `benchmarks/conv_chunks.py`) this ran the default VICReg step 1.2x faster;
-# chunking the 3x3 stage as well, or using 16 or 64, was slower.
+# Samples per convolution call that SmallCNN uses by default in training on
+# the CPU backend, for stages whose output map has at least
+# CHUNKED_MIN_POSITIONS positions (7x7). On the 2-core x86-64 development
+# machine (jaxlib 0.10.2, `benchmarks/conv_chunks.py`) this ran the default
+# VICReg step 1.2x faster, mostly in the kernel gradient; chunking the 3x3
+# stage as well, or using 16 or 64, was slower, and so was chunking the
+# evaluation forward pass (1,000 images: 0.63x).
 CPU_CONV_CHUNK = 32
 CHUNKED_MIN_POSITIONS = 49
 
@@ -85,7 +87,7 @@ def _chunked(layer, x, chunk: int):
     ValueError: if chunk is negative.
   """
   if chunk < 0:
-    raise ValueError(f"conv_chunk must be None or >= 0, got {chunk}")
+    raise ValueError(f"chunk must be >= 0, got {chunk}")
   if chunk == 0 or x.shape[0] <= chunk:
     return layer(x)
   return jnp.concatenate([layer(x[i:i + chunk])
@@ -110,15 +112,17 @@ class SmallCNN(nn.Module):
       PyTorch's momentum=0.1; flax's default is 0.99).
     bn_epsilon: added to the batch variance in BatchNorm (1e-5).
     dtype: computation dtype (parameters stay float32).
-    conv_chunk: samples per convolution call: a stage's convolution runs
-      on consecutive chunks of this many samples, with the same kernel; the
-      result is the same up to float rounding of the kernel gradient's
-      sum. An int for every stage or one per stage; 0: the whole batch.
-      None (default): on the CPU backend with one device, CPU_CONV_CHUNK
-      (32) for the stages whose output map has at least 7x7 positions,
-      where XLA:CPU's convolutions run faster on a few dozen samples than
-      on a few hundred; the whole batch on accelerators, on several devices
-      (the batch is sharded there) and for smaller maps.
+    conv_chunk: samples per convolution call in training (train=True): a
+      stage's convolution runs on consecutive chunks of this many samples,
+      with the same kernel; the result is the same up to float rounding of
+      the kernel gradient's sum. An int for every stage or one per stage;
+      0: the whole batch. None (default): on the CPU backend with one
+      device, CPU_CONV_CHUNK (32) for the stages whose output map has at
+      least 7x7 positions, where XLA:CPU computes the kernel gradient
+      faster on a few dozen samples than on a few hundred; the whole batch
+      on accelerators, on several devices (the batch is sharded there) and
+      for smaller maps. Evaluation (train=False) always runs the whole
+      batch: there the chunks made XLA:CPU's forward pass slower.
   """
   channels: Sequence[int] = (32, 64, 128)
   downsample: str = "avg"
@@ -141,6 +145,10 @@ class SmallCNN(nn.Module):
       raise ValueError(
           f"conv_chunk has {len(self.conv_chunk)} values for "
           f"{len(self.channels)} stages (channels {tuple(self.channels)})")
+    chunks = (self.conv_chunk if isinstance(self.conv_chunk, Sequence)
+              else [self.conv_chunk or 0])
+    if any(c < 0 for c in chunks):
+      raise ValueError(f"conv_chunk must be None or >= 0, got {self.conv_chunk}")
     x = x.astype(self.dtype)
     for i, width in enumerate(self.channels):
       stride = 2 if (i > 0 and self.downsample == "stride") else 1
@@ -154,7 +162,7 @@ class SmallCNN(nn.Module):
                      bias_init=inits.bias_init(self.weight_init,
                                                9 * x.shape[-1]))
       out_hw = -(-x.shape[1] // stride) * -(-x.shape[2] // stride)  # SAME padding
-      x = _chunked(conv, x, self._chunk(i, out_hw))
+      x = _chunked(conv, x, self._chunk(i, out_hw) if train else 0)
       if self.use_bn:
         x = nn.BatchNorm(use_running_average=not train, dtype=self.dtype,
                          momentum=self.bn_momentum,
