@@ -4,9 +4,9 @@
     python benchmarks/conv_chunks.py --rounds 3 --method simclr
     python benchmarks/conv_chunks.py --chunks none 0 32,32,32,0 64,64,64,0
 
-`ssljax.models.SmallCNN` runs each convolution on consecutive chunks of
-``conv_chunk`` samples (the same numbers up to the float rounding of the
-kernel gradient's sum). Each variant below is the train step of the
+In training, `ssljax.models.SmallCNN` runs each convolution on consecutive
+chunks of ``conv_chunk`` samples (the same numbers up to the float rounding
+of the kernel gradient's sum). Each variant below is the train step of the
 default config (`benchmarks/train_step.py`'s ``jax_step``: views already
 on the device, AdamW) with a different ``conv_chunk`` per stage:
 
