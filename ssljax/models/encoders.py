@@ -77,17 +77,13 @@ def _chunked(layer, x, chunk: int):
   Args:
     layer: callable on (b, ...) arrays that treats each row on its own.
     x: (B, ...) array, rows are samples.
-    chunk: rows per call (the last call takes the remainder); 0, or any
-      chunk >= B: one call on the whole batch.
+    chunk: rows per call, >= 0 (SmallCNN checks its conv_chunk); the last
+      call takes the remainder; 0, or any chunk >= B: one call on the whole
+      batch.
 
   Returns:
     ``layer(x)``: (B, ...), rows in order.
-
-  Raises:
-    ValueError: if chunk is negative.
   """
-  if chunk < 0:
-    raise ValueError(f"chunk must be >= 0, got {chunk}")
   if chunk == 0 or x.shape[0] <= chunk:
     return layer(x)
   return jnp.concatenate([layer(x[i:i + chunk])
