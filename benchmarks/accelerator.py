@@ -8,6 +8,10 @@ Measures, on whatever devices JAX sees (the batch is split over all of
 them, parameters replicated: the main job's mesh), for each model of
 ``--models`` (default: every case of CASES but the Fashion-MNIST ones):
 
+* **host input**: who prepares the host batches, as the recipe's
+  ``dataset.workers`` / ``dataset.threads`` resolve on this host
+  (`ssljax.data.host_workers`; ``--workers`` / ``--threads`` override them):
+  worker processes × threads each, or threads of the model's process;
 * **step img/s**: images (samples, each with all its views) per second of
   the recipe's jitted train step (`ssljax.train.sharded_train_step`, the
   main job's step: views made on the devices, loss, optimiser, teacher,
@@ -15,7 +19,7 @@ them, parameters replicated: the main job's mesh), for each model of
   every step;
 * **end-to-end img/s**: the same step fed by the real host pipeline
   (`ssljax.inputs.train_iterator` -> `ssljax.inputs.to_device_batch`, the
-  main job's loop, with the recipe's grain threads and prefetch) reading a
+  main job's loop, with the recipe's host input and prefetch) reading a
   generated dataset: a folder of JPEGs written by
   `ssljax.data.synthetic.write_image_folder` for the 224 px recipes (the
   host decodes and crops every view, as for ImageNet), an in-memory uint8
@@ -166,7 +170,7 @@ def model_config(case: Case, args):
   config.batch_size = per_device * jax.device_count()
   if args.threads:
     config.dataset.threads = args.threads
-  if args.workers:
+  if args.workers is not None:
     config.dataset.workers = args.workers
   v = config.views
   if case.num_local >= 0 and not args.smoke:
@@ -234,6 +238,8 @@ def run_model(name: str, args) -> dict:
   step_fn = train.sharded_train_step(config, mesh, total_steps=total_steps,
                                      steps_per_epoch=steps_per_epoch)
   prefetch = config.dataset.prefetch
+  workers, host_threads = data.host_workers(  # what the pipeline runs
+      config.dataset.workers, config.dataset.threads, source)
 
   def batches(start, count):
     return inputs.train_iterator(
@@ -296,8 +302,8 @@ def run_model(name: str, args) -> dict:
       "devices": jax.device_count(),
       "data": ("JPEG folder, host crops" if case.data == "folder"
                else "in-memory uint8, device crops"),
-      "threads": config.dataset.threads, "prefetch": prefetch,
-      "workers": config.dataset.workers,
+      "threads": host_threads, "prefetch": prefetch, "workers": workers,
+      "workers_setting": config.dataset.workers,
       "step_s": step_s, "step_windows_s": windows,
       "step_images_per_s": b / step_s, "step_views_per_s": b * views / step_s,
       "e2e_s": e2e_s, "e2e_images_per_s": b / e2e_s,
@@ -411,6 +417,16 @@ def _gib(x) -> str:
   return text if text == "n/a" else text + " GiB"
 
 
+def _host_input(row: dict) -> str:
+  """Who prepares the host batches: worker processes or threads."""
+  workers, threads = row.get("workers"), row.get("threads")
+  if workers is None or threads is None:
+    return "n/a"
+  if workers:
+    return f"{workers} processes × {threads} thread{'s' * (threads != 1)}"
+  return f"{threads} thread{'s' * (threads != 1)}"
+
+
 def markdown(result: dict) -> str:
   """The table of ``result`` (accelerator.json's content) as markdown."""
   m = result["machine"]
@@ -421,18 +437,19 @@ def markdown(result: dict) -> str:
            f"{'' if result.get('complete', True) else ' (run incomplete)'}; load "
            f"average {result['load_average_before'][0]:.1f} before, "
            f"{result['load_average_after'][0]:.1f} after.", "",
-           "| model | views | dtype | batch | devices | step img/s | "
-           "end-to-end img/s | stall % | compile s | peak device memory | "
-           "XLA step buffers |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| model | views | dtype | batch | devices | host input | "
+           "step img/s | end-to-end img/s | stall % | compile s | "
+           "peak device memory | XLA step buffers |",
+           "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
   for r in result["rows"]:
     if "error" in r:
       lines.append(f"| {r['model']} | failed: {r['error'][:120]} |"
-                   + " |" * 9)
+                   + " |" * 10)
       continue
     lines.append(
         f"| {r['title']} | {r['views']} | {r['dtype']} | {r['batch']} | "
-        f"{r['devices']} | {_fmt(r['step_images_per_s'], 1)} | "
+        f"{r['devices']} | {_host_input(r)} | "
+        f"{_fmt(r['step_images_per_s'], 1)} | "
         f"{_fmt(r['e2e_images_per_s'], 1)} | "
         f"{_fmt(100 * r['stall_fraction'], 1)} | {_fmt(r['compile_s'], 1)} | "
         f"{_gib(r['peak_device_bytes'])} | {_gib(r['xla_step_bytes'])} |")
@@ -497,9 +514,11 @@ def parse_args(argv=None):
   parser.add_argument("--repeats", type=int, default=None)
   parser.add_argument("--threads", type=int, default=0,
                       help="grain threads (0: the recipe's)")
-  parser.add_argument("--workers", type=int, default=0,
+  parser.add_argument("--workers", type=int, default=None,
                       help="worker processes of the host pipeline, each with "
-                      "--threads threads (0: the recipe's, in-process)")
+                      "--threads threads (0: the threads of one process; -1: "
+                      "auto, ssljax.data.batches.host_workers; default: the "
+                      "recipe's)")
   parser.add_argument("--image_size", type=int, default=None,
                       help="mean side of the generated JPEGs")
   parser.add_argument("--image_jitter", type=int, default=None)
@@ -534,13 +553,16 @@ def parse_args(argv=None):
     parser.error(f"unknown model(s) {unknown}; expected some of {list(CASES)}")
   if args.steps < 1 or args.repeats < 1 or args.warmup < 0:
     parser.error("--steps and --repeats must be >= 1, --warmup >= 0")
+  if args.workers is not None and args.workers < -1:
+    parser.error("--workers must be >= 0, or -1 (auto)")
   return args
 
 
 def child_argv(args, extra: list[str]) -> list[str]:
   argv = ["--out", args.out, "--warmup", str(args.warmup), "--steps",
           str(args.steps), "--repeats", str(args.repeats), "--threads",
-          str(args.threads), "--workers", str(args.workers),
+          str(args.threads), *(() if args.workers is None else
+                               ("--workers", str(args.workers))),
           "--image_size", str(args.image_size),
           "--image_jitter", str(args.image_jitter), "--num_images",
           str(args.num_images), "--data_dir", args.data_dir,

@@ -54,7 +54,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.dataset.prefetch = 4  # batches prepared ahead
   # Worker processes preparing batches, each with `threads` threads (0: the
   # threads of the main process). For decoded sources (image folders) on
-  # many-core hosts, where one process's threads share its interpreter lock.
+  # many-core hosts, where one process's threads share its interpreter lock;
+  # -1 (auto, the ImageNet-scale recipes): cpus - 4 workers of one thread
+  # for images of several sizes on a host of >= 8 CPUs, else 0
+  # (ssljax.data.batches.host_workers).
   c.dataset.workers = 0
 
   # The views (ssljax.data.view_spec): num_global global crops and num_local
@@ -297,6 +300,7 @@ def smoke_image_folder(c: config_dict.ConfigDict, recipe: str, *,
   c.dataset.test_split = "test"
   c.dataset.threads = 2
   c.dataset.prefetch = 2
+  c.dataset.workers = 0  # 64 small images: no worker processes to start
   c.views.size = view_size
   c.model.encoder_kwargs.stage_widths = (8, 16, 32, 64)
   if "projector" in c.model:

@@ -89,6 +89,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.dataset.in_memory = "auto"  # not used by image folders
   c.dataset.channels = 3
   c.dataset.threads = 8  # host decoding threads (num_workers: 4 per GPU x 2)
+  c.dataset.workers = -1  # auto: worker processes on hosts of >= 8 CPUs
   c.dataset.prefetch = 4
 
   # -------------------------------------------------------------- views --

@@ -59,6 +59,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.dataset.data_dir = config_dict.placeholder(str)  # REQUIRED: set it
   c.dataset.channels = 3
   c.dataset.threads = 16
+  c.dataset.workers = -1  # auto: worker processes on hosts of >= 8 CPUs
   c.views.size = 224
   c.model.encoder = "vit_small16"
   c.model.encoder_kwargs = masked.vit_kwargs(method, patch_size=16, **_VIT_B)

@@ -91,6 +91,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.dataset.data_dir = config_dict.placeholder(str)  # REQUIRED: set it
   c.dataset.channels = 3
   c.dataset.threads = 8
+  c.dataset.workers = -1  # auto: worker processes on hosts of >= 8 CPUs
   c.views.size = 224
   c.model.encoder = "vit_small16"
   c.model.dtype = "bfloat16"

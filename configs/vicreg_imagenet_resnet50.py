@@ -48,6 +48,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.dataset.test_split = "validation"  # tfds's val split, probe test split
   c.dataset.in_memory = "no"  # stream ArrayRecord (1.28M JPEGs: too big)
   c.dataset.threads = 16  # JPEG decoding + crops on the host
+  c.dataset.workers = -1  # auto: worker processes on hosts of >= 8 CPUs
   c.dataset.prefetch = 4
 
   # -------------------------------------------------------------- views --

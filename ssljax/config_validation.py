@@ -46,6 +46,12 @@ def _num_steps(v):
 _anything = config_rules.anything
 
 
+def _workers(v):
+  if _int(-1)(v) is None:
+    return None
+  return "an integer >= 0 (worker processes) or -1 (auto: data.host_workers)"
+
+
 def _signals(v):
   names = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP")
   if isinstance(v, (tuple, list)) and all(s in names for s in v):
@@ -69,7 +75,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "dataset.generate_kwargs": _anything,
     "dataset.threads": _int(1),
     "dataset.prefetch": _int(1),
-    "dataset.workers": _int(0),
+    "dataset.workers": _workers,
     "views.num_global": _int(1),
     "views.num_local": _int(0),
     "views.size": _int(0),

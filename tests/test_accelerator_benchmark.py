@@ -57,7 +57,7 @@ def _check_result(result, out, models):
   for row in result["rows"]:
     line = next(l for l in table.splitlines()
                 if l.startswith(f"| {row['title']} |"))
-    assert len(line.split("|")) == 13  # 11 columns
+    assert len(line.split("|")) == 14  # 12 columns
     if row["peak_device_bytes"] is None:
       assert "| n/a |" in line
 
@@ -103,14 +103,14 @@ def test_table_marks_failed_models_and_unknown_memory():
          "views": "2×32", "dtype": "float32", "batch": 8, "devices": 1,
          "step_images_per_s": 10.0, "e2e_images_per_s": 5.0,
          "stall_fraction": 0.5, "compile_s": 1.0, "peak_device_bytes": None,
-         "xla_step_bytes": float("nan")}
+         "xla_step_bytes": float("nan"), "workers": 0, "threads": 4}
   result = {"smoke": True, "machine": accelerator.machine(),
             "rows": [row, {"model": "r50_in1k", "error": "OOM"}],
             "torch": {"skipped": "no CUDA"}, "load_average_before": (1, 1, 1),
             "load_average_after": (2, 2, 2)}
   lines = accelerator.markdown(result).splitlines()
   line = next(l for l in lines if l.startswith("| ResNet-18"))
-  assert "| 10.0 | 5.0 | 50.0 | 1.0 | n/a | n/a |" in line
+  assert "| 1 | 4 threads | 10.0 | 5.0 | 50.0 | 1.0 | n/a | n/a |" in line
   assert any(l.startswith("| r50_in1k | failed: OOM") for l in lines)
   assert lines[-1] == "PyTorch ResNet-50 step: not measured (no CUDA)."
 
@@ -122,7 +122,8 @@ def test_table_gives_the_jax_over_pytorch_ratio_per_device():
          "views": "2×224", "dtype": "bfloat16", "batch": 512, "devices": 2,
          "step_images_per_s": 3000.0, "e2e_images_per_s": 2500.0,
          "stall_fraction": 1 / 6, "compile_s": 40.0,
-         "peak_device_bytes": 30 * 2**30, "xla_step_bytes": 28 * 2**30}
+         "peak_device_bytes": 30 * 2**30, "xla_step_bytes": 28 * 2**30,
+         "workers": 12, "threads": 1}
   torch_row = {"model": "torch_r50", "device": "GPU", "torch": "2",
                "torch_compile": False, "batch": 256,
                "step_images_per_s": 1000.0, "peak_device_bytes": 2**30}
@@ -131,5 +132,6 @@ def test_table_gives_the_jax_over_pytorch_ratio_per_device():
             "load_average_after": (0, 0, 0)}
   lines = accelerator.markdown(result).splitlines()
   assert ("| ResNet-50 ImageNet VICReg | 2×224 | bfloat16 | 512 | 2 | "
-          "3,000.0 | 2,500.0 | 16.7 | 40.0 | 30.00 GiB | 28.00 GiB |") in lines
+          "12 processes × 1 thread | 3,000.0 | 2,500.0 | 16.7 | 40.0 | "
+          "30.00 GiB | 28.00 GiB |") in lines
   assert lines[-1] == "JAX / PyTorch step img/s: 1.50 (per device)."

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ssljax import data
+from ssljax import data, graphs
 from ssljax.data import crops, fashion_mnist_tfds, synthetic
 
 SPEC = data.view_spec({"num_global": 2, "size": 24})
@@ -233,8 +233,62 @@ def test_worker_processes_give_the_batches_of_one_process(tmp_path):
       np.testing.assert_array_equal(u, v)
   assert sorted(source.skipped) == sorted(here.skipped) == [5]
   with pytest.raises(ValueError, match="workers"):
-    _take(source, workers=-1, **kwargs)
+    _take(source, workers=-2, **kwargs)  # -1 is auto
 
+
+
+def _folder(tmp_path, count=8):
+  rng = np.random.default_rng(5)
+  for i in range(count):
+    Image.fromarray(rng.integers(0, 255, (20 + i, 24, 3), np.uint8)).save(
+        tmp_path / f"{i}.jpg", quality=90)
+  return data.ImageFolderSource(tmp_path)
+
+
+def test_auto_workers_are_processes_for_host_decoding_on_many_cpus(tmp_path):
+  """dataset.workers = -1: cpus − 4 one-thread processes for images of
+  several sizes (host crops) on >= 8 CPUs; else the given threads."""
+  folder, memory = _folder(tmp_path, 2), _array_source()
+  auto = data.AUTO_WORKERS
+  assert data.host_workers(auto, 16, folder, cpus=16) == (12, 1)
+  assert data.host_workers(auto, 16, folder, cpus=8) == (4, 1)
+  assert data.host_workers(auto, 16, folder, cpus=7) == (0, 16)
+  assert data.host_workers(auto, 16, memory, cpus=64) == (0, 16)
+  assert data.host_workers(3, 2, folder, cpus=64) == (3, 2)
+  assert data.host_workers(0, 2, folder, cpus=64) == (0, 2)
+  with pytest.raises(ValueError, match="workers must be >= 0, or -1"):
+    data.host_workers(-2, 1, folder, cpus=16)
+
+
+def test_train_and_edge_batches_run_the_workers_auto_picks(tmp_path,
+                                                           monkeypatch):
+  """workers = -1 reaches host_iterator resolved (spied in this process on
+  a 16-CPU affinity), and the batches are those of workers = 0."""
+  from ssljax.data import batches  # pylint: disable=import-outside-toplevel
+  calls, host_iterator = [], batches.host_iterator
+
+  def spy(steps, *, source, threads, prefetch, workers=0):
+    calls.append((workers, threads))
+    return host_iterator(steps, source=source, threads=threads,
+                         prefetch=prefetch)
+
+  monkeypatch.setattr(batches, "host_iterator", spy)
+  monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)),
+                      raising=False)
+  spec = data.view_spec({"num_global": 2, "size": 8})
+  folder = _folder(tmp_path)
+  auto = _take(folder, spec=spec, num_steps=2, workers=-1, threads=3)
+  here = _take(folder, spec=spec, num_steps=2, workers=0, threads=3)
+  assert calls == [(12, 1), (0, 3)]
+  for a, b in zip(auto, here):
+    assert set(a) == set(b)
+    for u, v in zip(a["views"], b["views"]):
+      np.testing.assert_array_equal(u, v)
+  graph = graphs.symmetrize_edges(4, [0, 1, 2], [1, 2, 3], [1.0, 1.0, 1.0])
+  images = np.zeros((4, 4, 4, 1), np.uint8)
+  list(data.edge_batches(images, graph, batch_size=2, seed=0, num_steps=1,
+                         threads=3, workers=-1))
+  assert calls[-1] == (0, 3)  # fixed-shape images: this process's threads
 
 # ------------------------------------------------------------------- tfds --
 def test_array_record_split_streams_the_in_memory_records(tmp_path,

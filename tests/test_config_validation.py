@@ -57,6 +57,7 @@ def test_every_shipped_config_and_variant_is_valid(name):
     ("views.num_local", 2, "needs views.local_size > 0"),
     ("dataset.in_memory", "maybe", "'auto'"),
     ("dataset.channels", 4, "one of 1, 3"),
+    ("dataset.workers", -2, "or -1 (auto"),
     ("model.dtype", "float16", "'bfloat16'"),
     ("model.projector", (512, 0), "layer widths > 0"),
     ("model.encoder", "vit", "'cnn'"),

@@ -12,7 +12,9 @@ devices.
 """
 
 from ssljax.data.batches import epoch_permutation
+from ssljax.data.batches import AUTO_WORKERS
 from ssljax.data.batches import eval_batches
+from ssljax.data.batches import host_workers
 from ssljax.data.batches import read_options
 from ssljax.data.batches import step_indices
 from ssljax.data.batches import train_batches
@@ -35,6 +37,7 @@ from ssljax.data.views import device_views
 from ssljax.data.views import view_spec
 
 __all__ = [
+    "AUTO_WORKERS",
     "ArraySource",
     "DEFAULT_FASHION_MNIST_DIR",
     "DatasetUnavailableError",
@@ -48,6 +51,7 @@ __all__ = [
     "edge_tables",
     "epoch_permutation",
     "eval_batches",
+    "host_workers",
     "read_options",
     "find_fashion_mnist_files",
     "folder_split",

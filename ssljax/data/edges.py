@@ -123,7 +123,9 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
       both views).
     process_index, process_count: this process p of P.
     threads, prefetch, workers: grain threads, steps prepared ahead and
-      worker processes (0: this process's threads); the same batches
+      worker processes (0: this process's threads; -1: chosen by
+      `ssljax.data.batches.host_workers`, which gives 0 for these
+      fixed-shape sources); the same batches
       (`ssljax.data.batches.host_iterator`).
 
   Returns:
@@ -141,6 +143,7 @@ def edge_batches(source, graph, *, batch_size: int, seed: int,
     source = ArraySource(source)
   _check_args(source, graph, batch_size, start_step, num_steps,
               process_index, process_count)
+  workers, threads = batches.host_workers(workers, threads, source)
   tables = edge_tables(graph, sampling)
   info_tables = {k: tables[k].astype(np.float32)
                  for k in ("pos", "degree", "inv_q")}
