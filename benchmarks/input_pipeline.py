@@ -20,6 +20,10 @@ Parts (every ratio is between numbers measured in the same run):
   Training memory must not grow with the dataset.
 * ``resume``: seconds from building the iterator to the first batch when
   starting at step 10, 10⁴ and 10⁵.
+* ``host`` (not in the default parts): host images/s on one thread of the
+  two-view and multi-crop views (2×224; 2×224 + 6×96) cut from 256 JPEGs
+  of 384 ± 64 px (as benchmarks/accelerator.py writes), median of 5
+  passes of 4 batches of 64. Run it at two commits to compare them.
 * ``workers`` (not in the default parts): host images/s of the ResNet-50
   recipe's views (2×224 from JPEGs of 384 ± 64 px, as
   benchmarks/accelerator.py writes) with T threads in this process against
@@ -229,15 +233,32 @@ def resume():
   return rows
 
 
-def workers(batch=32, steps=64, skip=8):
-  """Host images/s: T threads in one process vs T one-thread workers."""
-  from ssljax.data import synthetic  # pylint: disable=import-outside-toplevel
+def _folder_384():
+  """256 generated JPEGs of 384 ± 64 px (as benchmarks/accelerator.py)."""
   root = os.path.join(tempfile.gettempdir(), "ssljax_bench_workers_384")
   if not os.path.isdir(root):
     synthetic.write_image_folder(root + ".tmp", num_train=256, num_test=4,
                                  size=384, size_jitter=64)
     os.replace(root + ".tmp", root)
-  source = data.ImageFolderSource(os.path.join(root, "train"))
+  return data.ImageFolderSource(os.path.join(root, "train"))
+
+
+def host(batch=64, steps=4):
+  """Host images/s on one thread (decode + crops of 384 px JPEGs)."""
+  source = _folder_384()
+  for name, spec in (("2x224", _spec(224)), ("2x224+6x96", _spec(224, 96, 6))):
+    def one_pass(spec=spec):
+      for _ in data.train_batches(source, batch_size=batch, seed=0, spec=spec,
+                                  num_steps=steps, threads=1, prefetch=1):
+        pass
+    rate = _median_rate(one_pass, batch * steps)
+    print(json.dumps({"part": "host", "views": name, "threads": 1,
+                      "images_per_s": rate}), flush=True)
+
+
+def workers(batch=32, steps=64, skip=8):
+  """Host images/s: T threads in one process vs T one-thread workers."""
+  source = _folder_384()
   spec = _spec(224)
   cpus = os.cpu_count()
   rows = {}
@@ -263,7 +284,7 @@ def main():
   parser.add_argument("--parts", default="throughput,rss,resume")
   args = parser.parse_args()
   parts = {"throughput": throughput, "rss": rss, "resume": resume,
-           "workers": workers}
+           "workers": workers, "host": host}
   print(json.dumps({"machine": os.uname().machine, "cpus": os.cpu_count(),
                     "backend": jax.default_backend(),
                     "ru_maxrss_self_mib": resource.getrusage(

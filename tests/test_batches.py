@@ -151,6 +151,15 @@ def test_host_crops_resume_and_processes_agree(folder):
     np.testing.assert_array_equal(
         np.concatenate([p["views"][g] for p in parts], axis=1),
         full[3]["views"][g])
+  # View v is Pillow's crop of row i with the uniforms keyed (seed, step, v).
+  images, _ = source.read(full[3]["indices"])
+  for v, (g, j, size) in enumerate([(0, 0, 16), (0, 1, 16), (1, 0, 8),
+                                    (1, 1, 8)]):
+    u = crops.host_uniforms(3, 3, v, 8, 0, 8)
+    for i, x in enumerate(images):
+      np.testing.assert_array_equal(
+          full[3]["views"][g][j, i],
+          crops.host_crop(x, u[i], size=size, **spec.crop_args(v)))
 
 
 def test_unlabeled_folder_and_mixed_layouts(tmp_path):

@@ -259,16 +259,23 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
     if not host_crops:
       out["images"] = images
       return out
-    groups, sizes = [], spec.sizes()
+    # One array per run of views of one size, filled crop by crop (no
+    # stacked copies of the batch).
+    sizes, slots = spec.sizes(), []
     for v, size in enumerate(sizes):
+      same = v and size == sizes[v - 1]
+      slots.append((slots[-1][0], slots[-1][1] + 1) if same
+                   else (slots[-1][0] + 1 if slots else 0, 0))
+    channels = images[0].shape[-1]
+    views = [np.empty((sum(g == k for g, _ in slots), len(images),
+                       sizes[v], sizes[v], channels), np.uint8)
+             for v, (k, j) in enumerate(slots) if j == 0]
+    for v, (k, j) in enumerate(slots):
       u = crops.host_uniforms(seed, step, v, batch_size, first, local)
-      view = np.stack([crops.host_crop(x, u[i], size=size, **spec.crop_args(v))
-                       for i, x in enumerate(images)])
-      if v and size == sizes[v - 1]:
-        groups[-1].append(view)
-      else:
-        groups.append([view])
-    out["views"] = tuple(np.stack(g) for g in groups)
+      for i, x in enumerate(images):
+        views[k][j, i] = crops.host_crop(x, u[i], size=sizes[v],
+                                         **spec.crop_args(v))
+    out["views"] = tuple(views)
     return out
 
   steps = grain.MapDataset.range(start_step, start_step + num_steps)
