@@ -23,13 +23,14 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
 from ssljax import (checkpoints, compilation_cache, config_validation, data,
-                    distributed, evaluate, evaluators, faults, inputs, methods, monitor,
+                    distributed, evaluators, faults, inputs, methods, monitor,
                     preemption, report)
 # Re-exported (train.__all__): the state and what builds it.
 from ssljax.train_state import (TrainState, create_learning_rate_fn,
                                 create_optimizer, create_probe_optimizer,
                                 create_train_state)
 from ssljax.evaluators import context as eval_context
+from ssljax.evaluators import online_probe
 # Re-exported (train.__all__): the data side of a config.
 from ssljax.inputs import (dataset_graph, known_labels, source_labels,
                            uses_edges, uses_labels)
@@ -98,7 +99,7 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   metrics = {**aux.metrics, **schedule_metrics,
              "grad_norm": optax.tree.norm(grads)}
   if state.probe and "probe_labels" in batch:
-    probe, probe_metrics = evaluate.online_probe_update(
+    probe, probe_metrics = online_probe.online_probe_update(
         state.probe, aux.representation, batch["probe_labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)

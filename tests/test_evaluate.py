@@ -90,6 +90,18 @@ def test_probe_is_invariant_to_feature_scale_and_shift():
   assert a["l2"] == b["l2"]
 
 
+def test_probe_sees_every_row_of_a_split_longer_than_one_chunk():
+  """9,000 rows are standardised onto the device in chunks of 8,192 (the
+  last one overlapping): a label that is the sign of feature 0 is learnt
+  on every row, so no chunk was lost or misplaced."""
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((9000, 3)).astype(np.float32)
+  xt = rng.standard_normal((9000, 3)).astype(np.float32)
+  y, yt = (x[:, 0] > 0).astype(np.int32), (xt[:, 0] > 0).astype(np.int32)
+  r = evaluate.linear_probe(x, y, xt, yt, l2_grid=(1e-6,), max_iter=200)
+  assert r["train_accuracy"] >= 0.998 and r["test_accuracy"] >= 0.995, r
+
+
 @pytest.mark.parametrize("bad", [
     dict(train_features=np.zeros(5)),
     dict(train_labels=np.zeros(4, np.int32)),

@@ -17,15 +17,59 @@ Metrics: ``<name>/test_accuracy``, ``<name>/train_accuracy``.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
-from ssljax import evaluate
 from ssljax.evaluators import base, check_option
 
-__all__ = ["Evaluator", "accuracy"]
+__all__ = ["Evaluator", "accuracy", "online_probe_update"]
 
-# Added to the variance before the square root (as in the train step).
-STATS_EPS = evaluate.ONLINE_PROBE_STATS_EPS
+# Added to the variance before the square root, in the train step's
+# standardisation (`online_probe_update`) and in this evaluator's.
+STATS_EPS = 1e-5
+
+
+def online_probe_update(probe: dict, h_BxD, labels, probe_tx):
+  """One step of the online linear probe on stop-gradient features h.
+
+  h is standardised by the batch's statistics (a BatchNorm without affine
+  parameters, whose running statistics, momentum 0.9, the evaluator
+  `ssljax.evaluators.online_probe` uses); rows with label −1 are left out.
+
+  Args:
+    probe: {"params": {"kernel" (D, C), "bias" (C,)}, "opt_state",
+      "stats": {"mean" (D,), "var" (D,)}} (`ssljax.train.TrainState.probe`).
+    h_BxD: (B, D) representations (any float dtype; no gradient flows back).
+    labels: int32 (B,) class labels, −1 unknown.
+    probe_tx: the probe's optax optimiser.
+
+  Returns:
+    (new probe, {"online_probe_loss", "online_probe_train_accuracy"}:
+    float32 0-d cross-entropy and accuracy over the known rows).
+  """
+  h_BxD = jax.lax.stop_gradient(h_BxD).astype(jnp.float32)
+  mean, var = jnp.mean(h_BxD, 0), jnp.var(h_BxD, 0)
+  h_BxD = (h_BxD - mean) * jax.lax.rsqrt(var + STATS_EPS)
+  stats = jax.tree.map(lambda old, new: 0.9 * old + 0.1 * new,
+                       probe["stats"], {"mean": mean, "var": var})
+  known = labels >= 0
+
+  def loss_fn(params):
+    logits = h_BxD @ params["kernel"] + params["bias"]
+    ce = optax.softmax_cross_entropy_with_integer_labels(
+        logits, jnp.maximum(labels, 0))
+    count = jnp.maximum(jnp.sum(known), 1)
+    hits = (jnp.argmax(logits, -1) == labels) & known
+    return jnp.sum(ce * known) / count, jnp.sum(hits) / count
+
+  params = probe["params"]
+  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+  updates, opt_state = probe_tx.update(grads, probe["opt_state"], params)
+  return ({"params": optax.apply_updates(params, updates),
+           "opt_state": opt_state, "stats": stats},
+          {"online_probe_loss": loss, "online_probe_train_accuracy": accuracy})
+
 
 
 def accuracy(params: dict, features: np.ndarray, labels: np.ndarray,
@@ -61,7 +105,7 @@ class Evaluator(base.Evaluator):
 
   This entry is also the online probe's one switch: a run whose
   ``config.evals`` has an entry of this type trains the probe in its train
-  step (`ssljax.evaluate.online_probe_update`) with AdamW of the options
+  step (`online_probe_update`) with AdamW of the options
   below; a run without one trains none.
 
   Options:
