@@ -22,7 +22,7 @@ __all__ = ["linear_probe", "fit_logistic_regression", "knn_accuracy",
 DEFAULT_L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 
 
-def _check_features(name, x, y):
+def _check_features(name, x, y, keep_integers=False):
   name = f"{name}_" if name else ""  # "train_features", or just "features"
   x = np.asarray(x)
   y = np.asarray(y)
@@ -37,7 +37,21 @@ def _check_features(name, x, y):
   if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
     raise ValueError(f"{name}labels must be non-negative integers, got "
                      f"dtype {y.dtype} and min {y.min()}")
-  return x.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
+  if not (keep_integers and np.issubdtype(x.dtype, np.integer)):
+    x = x.astype(np.float32, copy=False)
+  return x, y.astype(np.int32, copy=False)
+
+
+def _moments(x, chunk=8192):
+  """float32 (D,) mean and standard deviation + 1e-6 of the rows of x;
+  integer x (pixels) in float64, ``chunk`` rows at a time (no float copy)."""
+  if not np.issubdtype(x.dtype, np.integer):
+    return x.mean(0), x.std(0) + 1e-6
+  mean, squares = x.mean(0, dtype=np.float64), np.zeros(x.shape[1])
+  for start in range(0, len(x), chunk):
+    squares += np.square(x[start:start + chunk] - mean).sum(0)
+  std = np.sqrt(squares / len(x)) + 1e-6
+  return mean.astype(np.float32), std.astype(np.float32)
 
 
 def _logreg_objective(params, x_DxN, y, l2):
@@ -185,9 +199,10 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
   scikit-learn's solver takes minutes on 60k×1024 features.
 
   Args:
-    train_features: (N, D) float array.
+    train_features: (N, D) float array, or integer (e.g. uint8 pixels:
+      standardised on the device without a float copy on the host).
     train_labels: (N,) integer class labels in [0, C).
-    test_features: (M, D) float array.
+    test_features: (M, D) float (or integer) array.
     test_labels: (M,) integer labels.
     l2_grid: L2 coefficients on ½‖W‖² added to the mean cross-entropy.
     val_fraction: fraction of the training rows held out for the choice of L2.
@@ -208,8 +223,8 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
     ValueError: shapes that disagree, non-finite features, negative or
       non-integer labels, an empty grid or a val_fraction outside (0, 1).
   """
-  xtr, ytr = _check_features("train", train_features, train_labels)
-  xte, yte = _check_features("test", test_features, test_labels)
+  xtr, ytr = _check_features("train", train_features, train_labels, True)
+  xte, yte = _check_features("test", test_features, test_labels, True)
   if xte.shape[1] != xtr.shape[1]:
     raise ValueError(f"test_features has D={xte.shape[1]}, train_features "
                      f"has D={xtr.shape[1]}")
@@ -221,7 +236,7 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
     raise ValueError(f"max_search_rows must be >= 1 or None, got {max_search_rows}")
   num_classes = int(max(ytr.max(), yte.max())) + 1
 
-  mean, std = xtr.mean(0), xtr.std(0) + 1e-6
+  mean, std = _moments(xtr)
   # The inputs are the caller's (never changed); the solver reads columns.
   ctr = _standardised_columns(xtr, mean, std)
   cte = _standardised_columns(xte, mean, std)

@@ -90,6 +90,23 @@ def test_probe_is_invariant_to_feature_scale_and_shift():
   assert a["l2"] == b["l2"]
 
 
+def test_probe_of_uint8_pixels_is_the_probe_of_their_float_values():
+  """Integer features (raw pixels) are standardised without a float copy:
+  the same probe as of the same values in float32 / 255."""
+  rng = np.random.default_rng(4)
+  y, yt = rng.integers(0, 3, 600), rng.integers(0, 3, 200)
+  x = np.clip(rng.normal(60 * y[:, None] + 40, 40, (600, 16)), 0, 255)
+  xt = np.clip(rng.normal(60 * yt[:, None] + 40, 40, (200, 16)), 0, 255)
+  x, xt = x.astype(np.uint8), xt.astype(np.uint8)
+  a = evaluate.linear_probe(x, y, xt, yt, max_iter=100)
+  b = evaluate.linear_probe(x / np.float32(255), y, xt / np.float32(255), yt,
+                            max_iter=100)
+  assert a["l2"] == b["l2"] and a["test_accuracy"] > 0.8
+  assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=0.011)
+  np.testing.assert_allclose(a["val_accuracies"], b["val_accuracies"],
+                             atol=0.02)
+
+
 def test_probe_sees_every_row_of_a_split_longer_than_one_chunk():
   """9,000 rows are standardised onto the device in chunks of 8,192 (the
   last one overlapping): a label that is the sign of feature 0 is learnt

@@ -39,8 +39,9 @@ class EvalContext:
       call), V views each: h float32 (V, B, D) representations, z float32
       (V, B, K) projector outputs, sources int32 (B,) their image indices;
       computed once per state and shared like ``features``.
-    raw_pixels: ``raw_pixels(split) -> (X, y)``: float32 (N, H·W·C) pixels
-      in [0, 1] of in-memory splits, or None when a split streams.
+    raw_pixels: ``raw_pixels(split) -> (X, y)``: uint8 (N, H·W·C) pixels
+      of in-memory splits (0–255; the probe standardises them), or None
+      when a split streams.
     initial_state: ``initial_state()`` -> the train state at its random
       initialisation (a fresh copy each call).
     shown: whether this process prints progress (process 0).

@@ -136,8 +136,8 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
       return None
     from ssljax.inputs import source_labels  # pylint: disable=import-outside-toplevel
     images = source.images if rows is None else source.images[rows]
-    x = images.reshape(len(images), -1).astype(np.float32)
-    x /= 255.0  # in place: one (N, H·W·C) float32 array, no temporary
+    # uint8, a view of the split: the probe standardises it on the device.
+    x = images.reshape(len(images), -1)
     y = source_labels(source)
     return (x, y) if rows is None else (x, y[rows])
 
