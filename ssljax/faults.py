@@ -232,6 +232,8 @@ class EvaluatorRunner:
               f"({one_line(e)}); the other evaluators go on", file=sys.stderr,
               flush=True)
       return {}
+    finally:  # its temporaries and compilations are freed: return the pages
+      monitor.release_free_memory()
     if final:
       self.done[ev.name] = {k: (v.tolist() if isinstance(v, np.ndarray)
                                 else float(v)) for k, v in values.items()}

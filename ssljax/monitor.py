@@ -10,6 +10,7 @@ measures the phases reported in results.json.
 """
 
 import contextlib
+import ctypes
 import errno
 import json
 import os
@@ -27,7 +28,7 @@ import orbax.checkpoint as ocp
 __all__ = ["MetricWriter", "JsonLinesWriter", "TensorBoardWriter",
            "tensorboard_available", "kept_line", "write_cause",
            "atomic_write",
-           "all_finite", "peak_rss_mib",
+           "all_finite", "peak_rss_mib", "release_free_memory",
            "checkpoint_note", "check_metrics_finite", "check_state_finite",
            "timed"]
 
@@ -304,6 +305,30 @@ def atomic_write(path: str, text: str):
 def peak_rss_mib() -> float:
   """Peak resident memory of this process so far, in MiB (ru_maxrss, Linux)."""
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def release_free_memory() -> bool:
+  """Hands the free pages of the C heap back to the operating system.
+
+  glibc keeps the memory that XLA's compiler and the evaluators' host
+  temporaries free in its heap, so a process's resident memory stays near
+  its high point; ``malloc_trim(0)`` (the malloc_trim(3) manual page:
+  since glibc 2.8 it releases every wholly free page of the heap, not only
+  its top) returns it. After the main
+  job's train step compiled from an empty cache, 0.32 GiB of 0.88 GiB went
+  back (2-core x86-64 machine, jaxlib 0.10.2, 2026-11-26). Called after
+  the first train step and after each evaluator. Takes milliseconds.
+
+  Returns:
+    True if malloc_trim ran; False where the C library has none (macOS,
+    musl): nothing is done there.
+  """
+  try:
+    trim = ctypes.CDLL(None).malloc_trim
+  except (OSError, AttributeError):
+    return False
+  trim(0)
+  return True
 
 
 @jax.jit

@@ -300,6 +300,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       for step in bar:
         batch = inputs.to_device_batch(next(batches), mesh)
         state, metrics = step_fn(state, batch)
+        if step == start_step:  # compiled: the compiler's memory is free
+          monitor.release_free_memory()
         done = step + 1
         guard.after_step(done, metrics)
         log = done % config.log_every_steps == 0 or done == total_steps

@@ -9,6 +9,7 @@ are in tests/test_reliability.py and tests/test_multihost.py (slow).
 import errno
 import json
 import os
+import platform
 import signal
 import sys
 
@@ -263,3 +264,22 @@ def test_preemption_watch_flag_and_handlers_put_back():
   assert signal.getsignal(signal.SIGUSR1) == before
   error = watch.preempted(2)
   assert error.exit_status == 75 and error.step == 2
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or
+                    not os.path.exists("/proc/self/status"),
+                    reason="malloc_trim is glibc's; RSS read from /proc")
+def test_release_free_memory_returns_a_fragmented_heap_to_the_system():
+  """200 MiB of 2 KiB blocks, one in 100 kept (so the heap cannot shrink
+  from its top): freeing the rest leaves the resident memory high until
+  release_free_memory()."""
+  def rss_mib():
+    with open("/proc/self/status") as f:
+      return int(f.read().split("VmRSS:")[1].split()[0]) / 1024
+  blocks = [bytearray(2048) for _ in range(100_000)]
+  kept = blocks[::100]
+  del blocks
+  before = rss_mib()
+  assert monitor.release_free_memory()
+  assert rss_mib() < before - 100, (before, rss_mib())
+  assert len(kept) == 1000
