@@ -159,6 +159,7 @@ def _accuracy(params, x_DxN, y):
   return int(_hits(params, x_DxN, y)) / len(y)
 
 
+# Jitted: an eager jnp.zeros buffer is not donated to _put_columns (copied).
 _zeros = jax.jit(lambda d, n: jnp.zeros((d, n), jnp.float32),
                  static_argnums=(0, 1))
 
@@ -223,8 +224,10 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
     ValueError: shapes that disagree, non-finite features, negative or
       non-integer labels, an empty grid or a val_fraction outside (0, 1).
   """
-  xtr, ytr = _check_features("train", train_features, train_labels, True)
-  xte, yte = _check_features("test", test_features, test_labels, True)
+  xtr, ytr = _check_features("train", train_features, train_labels,
+                             keep_integers=True)
+  xte, yte = _check_features("test", test_features, test_labels,
+                             keep_integers=True)
   if xte.shape[1] != xtr.shape[1]:
     raise ValueError(f"test_features has D={xte.shape[1]}, train_features "
                      f"has D={xtr.shape[1]}")

@@ -23,6 +23,7 @@ ones a single process would produce.
 """
 
 import functools
+import itertools
 import os
 from collections.abc import Iterator
 
@@ -261,20 +262,17 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
       return out
     # One array per run of views of one size, filled crop by crop (no
     # stacked copies of the batch).
-    sizes, slots = spec.sizes(), []
-    for v, size in enumerate(sizes):
-      same = v and size == sizes[v - 1]
-      slots.append((slots[-1][0], slots[-1][1] + 1) if same
-                   else (slots[-1][0] + 1 if slots else 0, 0))
-    channels = images[0].shape[-1]
-    views = [np.empty((sum(g == k for g, _ in slots), len(images),
-                       sizes[v], sizes[v], channels), np.uint8)
-             for v, (k, j) in enumerate(slots) if j == 0]
-    for v, (k, j) in enumerate(slots):
-      u = crops.host_uniforms(seed, step, v, batch_size, first, local)
-      for i, x in enumerate(images):
-        views[k][j, i] = crops.host_crop(x, u[i], size=sizes[v],
-                                         **spec.crop_args(v))
+    views, v = [], 0
+    for size, run in itertools.groupby(spec.sizes()):
+      group = np.empty((len(list(run)), len(images), size, size,
+                        images[0].shape[-1]), np.uint8)
+      for j in range(len(group)):
+        u = crops.host_uniforms(seed, step, v, batch_size, first, local)
+        for i, x in enumerate(images):
+          group[j, i] = crops.host_crop(x, u[i], size=size,
+                                        **spec.crop_args(v))
+        v += 1
+      views.append(group)
     out["views"] = tuple(views)
     return out
 
