@@ -214,13 +214,27 @@ def run_model(name: str, args) -> dict:
   import jax
   import numpy as np
   from jax.sharding import NamedSharding, PartitionSpec as P
-  from ssljax import (config_validation, data, inputs, methods,
-                      train)
+  from ssljax import (compilation_cache, config_validation, data, inputs,
+                      methods, train)
 
+  phases = {}  # seconds of each set-up phase, in order
+  mark = time.perf_counter()
+
+  def phase(key):
+    nonlocal mark
+    now = time.perf_counter()
+    phases[key] = now - mark
+    mark = now
+    # On stderr as it happens: a model stopped by its time limit still
+    # shows how far it got.
+    print(f"{name}: {key} {phases[key]:.1f} s", file=sys.stderr, flush=True)
+
+  compilation_cache.use_threefry_gpu_kernel()  # as the main job
   case = CASES[name]
   config = model_config(case, args)
   config_validation.validate(config)
   source = open_source(case, config, args)
+  phase("config_and_source")
   spec = data.view_spec(config.views)
   mesh = train.make_mesh()
   steps_per_epoch = data.steps_per_epoch(len(source), config.batch_size)
@@ -235,6 +249,8 @@ def run_model(name: str, args) -> dict:
   state = jax.device_put(train.create_train_state(
       method, tx, jax.random.key(config.seed), shapes,
       num_classes=num_classes, probe_tx=probe_tx), NamedSharding(mesh, P()))
+  jax.block_until_ready(state)
+  phase("state_init")
   step_fn = train.sharded_train_step(config, mesh, total_steps=total_steps,
                                      steps_per_epoch=steps_per_epoch)
   prefetch = config.dataset.prefetch
@@ -249,9 +265,12 @@ def run_model(name: str, args) -> dict:
 
   # One host batch, placed once: the device-resident "synthetic" batch.
   batch = inputs.to_device_batch(next(batches(0, 1)), mesh)
+  jax.block_until_ready(batch)
+  phase("first_batch")
   start = time.perf_counter()
   compiled = step_fn.lower(state, batch).compile()
   compile_s = time.perf_counter() - start
+  phase("compile")
 
   for _ in range(args.warmup):
     state, metrics = compiled(state, batch)
@@ -265,6 +284,7 @@ def run_model(name: str, args) -> dict:
     windows.append((time.perf_counter() - start) / args.steps)
   step_s = float(np.median(windows))
   del batch
+  phase("step_timing")
 
   # End to end: the main job's loop (ssljax.train.train_and_evaluate): host
   # batch -> device arrays -> step; each step's metrics are waited for one
@@ -272,14 +292,17 @@ def run_model(name: str, args) -> dict:
   drain = args.warmup + prefetch
   it = batches(1, drain + args.steps)
   previous = None
-  wait = 0.0
+  wait = put = 0.0
   for i in range(drain + args.steps):
     if i == drain:
       jax.block_until_ready(previous)
-      start, wait = time.perf_counter(), 0.0
+      start, wait, put = time.perf_counter(), 0.0, 0.0
     t = time.perf_counter()
-    device_batch = inputs.to_device_batch(next(it), mesh)
+    host_batch = next(it)
+    t_put = time.perf_counter()
+    device_batch = inputs.to_device_batch(host_batch, mesh)
     wait += time.perf_counter() - t
+    put += time.perf_counter() - t_put
     state, metrics = compiled(state, device_batch)
     if previous is not None:
       jax.block_until_ready(previous)
@@ -288,6 +311,7 @@ def run_model(name: str, args) -> dict:
   e2e_s = (time.perf_counter() - start) / args.steps
   finite = all(math.isfinite(float(v)) for v in jax.device_get(
       previous).values() if np.ndim(v) == 0)
+  phase("end_to_end")
 
   b = config.batch_size
   views = spec.num_global + spec.num_local
@@ -309,6 +333,9 @@ def run_model(name: str, args) -> dict:
       "e2e_s": e2e_s, "e2e_images_per_s": b / e2e_s,
       "stall_fraction": max(0.0, 1.0 - step_s / e2e_s),
       "host_wait_fraction": wait / (e2e_s * args.steps),
+      # of which: placing the host batch on the devices (to_device_batch)
+      "host_put_fraction": put / (e2e_s * args.steps),
+      "phases_s": phases,
       "compile_s": compile_s,
       "peak_device_bytes": _peak_device_bytes(),
       "xla_step_bytes": _memory_analysis_bytes(compiled),
@@ -596,11 +623,15 @@ def main(argv=None) -> dict:
     write_result(args, result)
   for name in args.models:
     print(f"{name} ...", flush=True)
+    start = time.perf_counter()
     try:
       row = (run_model(name, args) if args.in_process else _child(
           child_argv(args, ["--child", name]), args.model_timeout))
     except Exception as e:  # pylint: disable=broad-except  # next model
       row = {"model": name, "error": f"{type(e).__name__}: {e}"}
+    # The whole model: with --isolate, its process's imports and backend
+    # start-up too (the part of it before run_model is not in phases_s).
+    row["model_wall_s"] = time.perf_counter() - start
     print(json.dumps(row), flush=True)
     result["rows"].append(row)
     if args.torch == "auto" and name == torch_after:

@@ -29,6 +29,10 @@ Parts (every ratio is between numbers measured in the same run):
   benchmarks/accelerator.py writes) with T threads in this process against
   T worker processes of one thread each (``dataset.workers``), T = the
   CPU count; the first batches (worker start-up) are not timed.
+  ``--workers_batch 256 --workers_procs W --workers_modes workers``: the
+  recipe's batch from W workers alone, to hold against W times the
+  one-thread rate of ``host`` (what the hand-off of whole batches to the
+  main process costs).
 
 Prints one JSON line per measurement and a summary table.
 """
@@ -256,35 +260,51 @@ def host(batch=64, steps=4):
                       "images_per_s": rate}), flush=True)
 
 
-def workers(batch=32, steps=64, skip=8):
-  """Host images/s: T threads in one process vs T one-thread workers."""
+def workers(batch=32, steps=64, skip=8, procs=None, modes=("threads",
+                                                          "workers")):
+  """Host images/s: T threads in one process vs T one-thread workers (T =
+  ``procs``, default the CPU count), each mode of ``modes``."""
   source = _folder_384()
   spec = _spec(224)
-  cpus = os.cpu_count()
+  procs = procs or os.cpu_count()
   rows = {}
-  for name, threads, procs in (("threads", cpus, 0), ("workers", 1, cpus)):
+  settings = {"threads": (procs, 0), "workers": (1, procs)}
+  for name in modes:
+    threads, workers_ = settings[name]
     it = data.train_batches(source, batch_size=batch, seed=0, spec=spec,
-                            num_steps=steps, threads=threads, prefetch=cpus,
-                            workers=procs)
+                            num_steps=steps, threads=threads, prefetch=procs,
+                            workers=workers_)
     for _ in range(skip):
       next(it)
     start = time.perf_counter()
     count = sum(1 for _ in it)
     rows[name] = count * batch / (time.perf_counter() - start)
     print(json.dumps({"part": "workers", "mode": name, "threads": threads,
-                      "workers": procs, "images_per_s": rows[name]}),
-          flush=True)
-  print(f"host images/s, 2×224 crops of 384 px JPEGs, {cpus} CPUs: "
-        f"{cpus} threads {rows['threads']:.0f}, {cpus} workers "
-        f"{rows['workers']:.0f} (ratio {rows['workers'] / rows['threads']:.2f})")
+                      "workers": workers_, "batch": batch, "batches": count,
+                      "images_per_s": rows[name]}), flush=True)
+  if len(rows) == 2:
+    print(f"host images/s, 2×224 crops of 384 px JPEGs, batch {batch}: "
+          f"{procs} threads {rows['threads']:.0f}, {procs} workers "
+          f"{rows['workers']:.0f} "
+          f"(ratio {rows['workers'] / rows['threads']:.2f})")
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--parts", default="throughput,rss,resume")
+  parser.add_argument("--workers_batch", type=int, default=32,
+                      help="the workers part's batch (256: the ResNet-50 "
+                      "recipe's)")
+  parser.add_argument("--workers_procs", type=int, default=0,
+                      help="the workers part's T (0: the CPU count)")
+  parser.add_argument("--workers_modes", default="threads,workers")
+  parser.add_argument("--workers_steps", type=int, default=64)
   args = parser.parse_args()
   parts = {"throughput": throughput, "rss": rss, "resume": resume,
-           "workers": workers, "host": host}
+           "host": host,
+           "workers": lambda: workers(
+               args.workers_batch, args.workers_steps, procs=args.workers_procs,
+               modes=args.workers_modes.split(","))}
   print(json.dumps({"machine": os.uname().machine, "cpus": os.cpu_count(),
                     "backend": jax.default_backend(),
                     "ru_maxrss_self_mib": resource.getrusage(

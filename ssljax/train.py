@@ -183,6 +183,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   # Every field, before anything is loaded or written (one-line ConfigError).
   config_validation.validate(config)
   compilation_cache.enable(config.get("compilation_cache_dir", "auto"))
+  compilation_cache.use_threefry_gpu_kernel()
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:

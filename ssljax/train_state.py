@@ -92,6 +92,12 @@ def create_train_state(method, tx, key, batch_spec: methods.BatchSpec, *,
                        num_classes: int = 0, probe_tx=None) -> TrainState:
   """Initialises parameters, optimiser state, method state and probe.
 
+  The arrays are made by one jitted (compiled) function rather than op by
+  op: an eager initialisation dispatches, and on a first run compiles, every
+  initialiser's primitives one at a time (15 s for the ResNet-50 ImageNet
+  recipe on 2 CPU cores, against 8 s jitted), and the persistent
+  compilation cache, when on, keeps the one program.
+
   Args:
     method: the run's `ssljax.methods.Method`.
     tx: the optax optimiser of the method's parameters.
@@ -101,22 +107,31 @@ def create_train_state(method, tx, key, batch_spec: methods.BatchSpec, *,
       representation, trained by ``probe_tx``.
     probe_tx: optax optimiser of the online probe (needed when C > 0).
 
+  Returns:
+    The `TrainState` at step 0, on JAX's default device.
+
   Raises:
     ValueError: num_classes > 0 without probe_tx.
   """
-  params, method_state = method.init(key, batch_spec)
-  probe = {}
-  if num_classes > 0:
-    if probe_tx is None:
-      raise ValueError("num_classes > 0 adds the online probe: give probe_tx")
-    x = jnp.zeros((2, *batch_spec.view_shape), jnp.float32)
-    dim = jax.eval_shape(method.representation, params, method_state,
-                         x).shape[-1]
-    probe_params = {"kernel": jnp.zeros((dim, num_classes), jnp.float32),
-                    "bias": jnp.zeros((num_classes,), jnp.float32)}
-    probe = {"params": probe_params, "opt_state": probe_tx.init(probe_params),
-             "stats": {"mean": jnp.zeros((dim,), jnp.float32),
-                       "var": jnp.ones((dim,), jnp.float32)}}
-  return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                    opt_state=tx.init(params), method_state=method_state,
-                    probe=probe, method=method, tx=tx)
+  if num_classes > 0 and probe_tx is None:
+    raise ValueError("num_classes > 0 adds the online probe: give probe_tx")
+
+  def arrays(key):
+    params, method_state = method.init(key, batch_spec)
+    probe = {}
+    if num_classes > 0:
+      x = jnp.zeros((2, *batch_spec.view_shape), jnp.float32)
+      dim = jax.eval_shape(method.representation, params, method_state,
+                           x).shape[-1]
+      probe_params = {"kernel": jnp.zeros((dim, num_classes), jnp.float32),
+                      "bias": jnp.zeros((num_classes,), jnp.float32)}
+      probe = {"params": probe_params, "opt_state": probe_tx.init(probe_params),
+               "stats": {"mean": jnp.zeros((dim,), jnp.float32),
+                         "var": jnp.ones((dim,), jnp.float32)}}
+    return (jnp.zeros((), jnp.int32), params, tx.init(params), method_state,
+            probe)
+
+  step, params, opt_state, method_state, probe = jax.jit(arrays)(key)
+  return TrainState(step=step, params=params, opt_state=opt_state,
+                    method_state=method_state, probe=probe, method=method,
+                    tx=tx)

@@ -56,3 +56,27 @@ def test_a_compiled_program_is_written(tmp_path, restore_jax_config):
   # its HLO unique to this test).
   jax.jit(lambda x: jnp.sin(x) * 1.2345678)(jnp.arange(7.0)).block_until_ready()
   assert os.listdir(cache_dir)
+
+
+def test_threefry_gpu_kernel_is_what_a_gpu_program_calls():
+  """Lowered for CUDA (no GPU needed), a random draw becomes one call of
+  JAX's threefry kernel once the option is set, and element-wise XLA
+  operations before."""
+  name = "jax_threefry_gpu_kernel_lowering"
+  saved = getattr(jax.config, name)
+  draw = jax.jit(lambda key: jax.random.normal(key, (64,)))
+
+  def cuda_text():
+    return draw.trace(jax.random.key(0)).lower(
+        lowering_platforms=("cuda",)).as_text()
+
+  try:
+    jax.config.update(name, False)
+    assert "cu_threefry2x32" not in cuda_text()
+    assert compilation_cache.use_threefry_gpu_kernel()
+    assert "cu_threefry2x32" in cuda_text()
+    cpu = draw(jax.random.key(0))  # and the CPU draw is unchanged
+    jax.config.update(name, False)
+    assert jnp.array_equal(cpu, draw(jax.random.key(0)))
+  finally:
+    jax.config.update(name, saved)

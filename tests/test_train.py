@@ -130,6 +130,34 @@ def report_text_outside(fig) -> list[str]:
           or box.y1 > height + 1]
 
 
+def test_create_train_state_equals_the_eager_initialisation(fmnist_data_dir):
+  """One compiled program gives the arrays the method's own init gives op by
+  op (same key use), the optimiser state of them and the zero probe."""
+  config = _smoke_config(fmnist_data_dir)
+  method, tx = methods.build(config), optax.adamw(1e-3)
+  shapes = train.batch_spec(config, (28, 28, 1))
+  key = jax.random.key(7)
+  state = train.create_train_state(method, tx, key, shapes, num_classes=10,
+                                   probe_tx=optax.sgd(0.1))
+  params, method_state = method.init(key, shapes)
+  expected = {"params": params, "method_state": method_state,
+              "opt_state": tx.init(params)}
+  for field, tree in expected.items():
+    got = getattr(state, field)
+    assert jax.tree.structure(got) == jax.tree.structure(tree), field
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(tree)):
+      assert a.dtype == b.dtype and a.shape == b.shape, field
+      np.testing.assert_allclose(np.asarray(a, np.float64),
+                                 np.asarray(b, np.float64),
+                                 rtol=1e-6, atol=1e-7, err_msg=field)
+  assert int(state.step) == 0
+  dim = state.probe["params"]["kernel"].shape[0]
+  assert state.probe["params"]["kernel"].shape == (dim, 10)
+  assert not np.any(np.asarray(state.probe["params"]["kernel"]))
+  with pytest.raises(ValueError, match="probe_tx"):
+    train.create_train_state(method, tx, key, shapes, num_classes=10)
+
+
 def test_checkpoint_restores_the_saved_state_exactly(fmnist_data_dir, tmp_path):
   config = _smoke_config(fmnist_data_dir)
   method, tx = methods.build(config), optax.adamw(1e-3)
