@@ -7,10 +7,12 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import flax.linen as nn
 import ml_collections
 import pytest
 
 from ssljax import config_validation, graphs, losses, methods
+from ssljax.methods import base as method_base
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -203,3 +205,61 @@ def test_protocol(name):
   h2, z = method.embedding(params, new_state, views[0])
   np.testing.assert_allclose(h, h2, rtol=1e-6)
   assert h.shape == (batch, 8) and z.ndim == 2 and z.shape[0] == batch
+
+
+class _TokenNet(nn.Module):
+  """Per-sample network (LayerNorm, no BatchNorm), or with BatchNorm."""
+  batch_norm: bool = False
+
+  @nn.compact
+  def __call__(self, x, train=True):
+    h = nn.Dense(6)(x.reshape(x.shape[0], -1, x.shape[-1]).mean(1))
+    h = (nn.BatchNorm(use_running_average=not train)(h) if self.batch_norm
+         else nn.LayerNorm()(h))
+    return {"h": h, "z": nn.Dense(3)(jnp.tanh(h))}
+
+
+@pytest.mark.parametrize("batch_norm", [False, True])
+def test_forward_views_groups_views_only_where_samples_are_independent(
+    batch_norm):
+  """Without BatchNorm statistics, each run of views of one size is one
+  forward pass whose outputs equal the per-view passes; with them, every
+  view has its own pass (per-view batch statistics, threaded in order)."""
+  net = _TokenNet(batch_norm)
+  rng = np.random.default_rng(0)
+  sizes = (12, 12, 6, 6, 6)  # 2 global + 3 local crops
+  views = [jnp.asarray(rng.normal(size=(5, s, s, 2)), jnp.float32)
+           for s in sizes]
+  variables = net.init(jax.random.key(0), views[0], train=False)
+  params, stats = variables["params"], variables.get("batch_stats", {})
+  calls = []
+
+  def apply(v, x, **kw):
+    calls.append(x.shape)
+    return net.apply(v, x, **kw)
+
+  outs, new_stats = method_base.forward_views(
+      apply, lambda s: {"params": params, "batch_stats": s}, stats, views)
+  expected, s = [], stats
+  for x in views:
+    out, upd = net.apply({"params": params, "batch_stats": s}, x, train=True,
+                         mutable=["batch_stats"])
+    s = upd.get("batch_stats", s)
+    expected.append(out)
+  assert len(calls) == (len(views) if batch_norm else 2)
+  if not batch_norm:
+    assert calls == [(10, 12, 12, 2), (15, 6, 6, 2)]
+  for got, want in zip(outs, expected):
+    for key in ("h", "z"):
+      np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6)
+  for a, b in zip(jax.tree.leaves(new_stats), jax.tree.leaves(s)):
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+  # Inference mode: samples never interact, so views are grouped.
+  calls.clear()
+  eval_outs, _ = method_base.forward_views(
+      apply, lambda s: {"params": params, "batch_stats": s}, stats, views,
+      train=False)
+  assert len(calls) == 2
+  for x, got in zip(views, eval_outs):
+    want = net.apply({"params": params, "batch_stats": stats}, x, train=False)
+    np.testing.assert_allclose(got["z"], want["z"], rtol=1e-5, atol=1e-6)
