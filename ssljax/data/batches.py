@@ -251,7 +251,11 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
     indices = step_indices(step, seed=seed, num_examples=num_examples,
                            batch_size=batch_size, process_index=process_index,
                            process_count=process_count)
-    images, batch_labels = source.read(indices)
+    # Pillow images straight to the host crops where the source can give
+    # them (one copy less per image, and one per crop).
+    images, batch_labels = (source.read(indices, as_pil=True) if host_crops
+                            and getattr(source, "reads_pil", False)
+                            else source.read(indices))
     if labels is not None:
       batch_labels = np.asarray(labels, np.int32)[indices]
     out = {"labels": batch_labels, "indices": indices}
@@ -263,9 +267,12 @@ def train_batches(source, *, batch_size: int, seed: int, spec: ViewSpec,
     # One array per run of views of one size, filled crop by crop (no
     # stacked copies of the batch).
     views, v = [], 0
+    first_image = images[0]
+    channels = (first_image.shape[-1] if isinstance(first_image, np.ndarray)
+                else len(first_image.getbands()))
     for size, run in itertools.groupby(spec.sizes()):
-      group = np.empty((len(list(run)), len(images), size, size,
-                        images[0].shape[-1]), np.uint8)
+      group = np.empty((len(list(run)), len(images), size, size, channels),
+                       np.uint8)
       for j in range(len(group)):
         u = crops.host_uniforms(seed, step, v, batch_size, first, local)
         for i, x in enumerate(images):

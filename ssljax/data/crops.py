@@ -128,7 +128,8 @@ def host_crop(image: np.ndarray, u: np.ndarray, *, size: int,
 
   Args:
     image: uint8 (H, W, C), C = 1 or 3, any size (smaller images are
-      upsampled by the resize).
+      upsampled by the resize), or a Pillow image in mode "RGB" or "L"
+      (read as it is, without the copy into Pillow an array needs).
     u: float (4,) uniforms in [0, 1) (`host_uniforms`).
     size: output side S.
     crop_scale, crop_ratio: as `box_fractions`.
@@ -138,11 +139,14 @@ def host_crop(image: np.ndarray, u: np.ndarray, *, size: int,
     filters with the box's scale when it shrinks).
   """
   from PIL import Image  # pylint: disable=import-outside-toplevel
-  height, width, channels = image.shape
+  if isinstance(image, np.ndarray):
+    height, width, channels = image.shape
+    pil = Image.fromarray(image[..., 0] if channels == 1 else image)
+  else:
+    (width, height), channels, pil = image.size, len(image.getbands()), image
   y0, x0, box_h, box_w = (float(v[0]) for v in box_fractions(
       u[None], crop_scale, crop_ratio, height, width))
   box = (x0 * width, y0 * height, (x0 + box_w) * width, (y0 + box_h) * height)
-  pil = Image.fromarray(image[..., 0] if channels == 1 else image)
   out = np.asarray(pil.resize((size, size), Image.BILINEAR, box=box), np.uint8)
   return out[..., None] if channels == 1 else out
 

@@ -151,6 +151,8 @@ class ImageFolderSource:
     ValueError: channels not 1 or 3.
   """
 
+  reads_pil = True  # read(..., as_pil=True): the host crops' input
+
   def __init__(self, root, channels: int = 3, rows=None):
     if channels not in (1, 3):
       raise ValueError(f"channels must be 1 or 3, got {channels}")
@@ -209,8 +211,10 @@ class ImageFolderSource:
     self.__dict__.update(state)
     self._lock = threading.Lock()
 
-  def decode(self, index: int) -> np.ndarray:
-    """uint8 (H, W, channels) image of file ``index``.
+  def decode(self, index: int, *, as_pil: bool = False):
+    """Image of file ``index``: uint8 (H, W, channels), or with ``as_pil``
+    the decoded Pillow image in mode "RGB" / "L" (no copy into numpy: the
+    host crops read it as it is, `ssljax.data.crops.host_crop`).
 
     Raises:
       OSError / ValueError: Pillow cannot decode the file.
@@ -220,17 +224,24 @@ class ImageFolderSource:
     with Image.open(os.path.join(self.root, self.files[index])) as im:
       # convert() copies even an image already in ``mode``: 0.1 ms of a
       # 384 px JPEG's 0.9 ms decode.
-      array = np.asarray(im if im.mode == mode else im.convert(mode), np.uint8)
+      if im.mode != mode:
+        im = im.convert(mode)
+      else:
+        im.load()
+      if as_pil:
+        return im
+      array = np.asarray(im, np.uint8)
     return array if array.ndim == 3 else array[..., None]
 
-  def read(self, indices):
-    """List of uint8 images and int32 labels; unreadable files are replaced."""
+  def read(self, indices, *, as_pil: bool = False):
+    """List of images (uint8 arrays, or Pillow images with ``as_pil``) and
+    int32 labels; unreadable files are replaced."""
     images, labels = [], []
     for i in indices:
       i = int(i)
       for _ in range(len(self.files)):
         try:
-          images.append(self.decode(i))
+          images.append(self.decode(i, as_pil=as_pil))
           labels.append(self.labels[i])
           break
         except (OSError, ValueError, SyntaxError) as e:  # PIL's decode errors
