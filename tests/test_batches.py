@@ -393,6 +393,22 @@ def test_host_and_device_crops_cut_the_same_box():
                              atol=2.5)
 
 
+@pytest.mark.parametrize("channels", [1, 3])
+def test_host_crop_of_a_pillow_image_equals_the_crop_of_its_array(channels):
+  """The folder's Pillow images (what the host crops read) and their uint8
+  arrays give the same crops, in both modes, with a box that is not the
+  image's shape."""
+  from PIL import Image
+  rng = np.random.default_rng(0)
+  array = rng.integers(0, 256, (37, 53, channels), np.uint8)
+  pil = Image.fromarray(array[..., 0] if channels == 1 else array)
+  for u in rng.random((4, 4)):
+    a = crops.host_crop(array, u, size=24)
+    p = crops.host_crop(pil, u, size=24)
+    assert a.shape == p.shape == (24, 24, channels)
+    np.testing.assert_array_equal(a, p)
+
+
 def test_device_views_multi_crop_shapes_and_key():
   spec = data.view_spec({"num_global": 2, "num_local": 3,
                          "local_size": 8, "jitter_prob": 0.8,
