@@ -97,3 +97,48 @@ def test_auto_is_next_to_the_compilation_cache(tmp_path, monkeypatch):
   assert baseline_cache.cache_dir("auto") == os.path.join(
       str(tmp_path), "ssljax", "baselines")
   assert baseline_cache.cache_dir("") is None
+
+
+def init_context(cache, raw, feats, seen, **config_fields):
+  ctx = context(cache, raw)
+  ctx.config = ml_collections.ConfigDict(
+      {"seed": 0, "epochs": 1, "model": {"width": 8},
+       "eval_inputs": {"baseline_cache": cache}, **config_fields})
+  ctx.initial_state = lambda: "init"
+  ctx.features = lambda state, split: seen.append(split) or feats[split]
+  return ctx
+
+
+def run_init(ctx):
+  (probe,) = evaluators.build(
+      {"b": {"type": "random_init_probe", "max_iter": 20}}, ctx)
+  return dict(probe.run("trained"))
+
+
+def test_random_init_probe_reuses_its_result_without_the_features(
+    tmp_path, counted, monkeypatch):
+  """Same config (but its length), code and pixels: the second run neither
+  extracts features nor probes; any other config, pixels or a run of
+  several processes extracts them again."""
+  raw = {"train": blobs(10), "test": blobs(11)}
+  feats = {"train": blobs(0), "test": blobs(1)}
+  seen = []
+  first = run_init(init_context(str(tmp_path), raw, feats, seen))
+  assert seen == ["train", "test"] and len(counted) == 1
+  assert len(os.listdir(tmp_path)) == 2  # the feature key and the setup key
+  again = run_init(init_context(str(tmp_path), raw, feats, seen, epochs=4))
+  assert seen == ["train", "test"] and len(counted) == 1
+  assert again == pytest.approx(first, rel=1e-6)
+  # Another model: features again (the feature key then finds the probe).
+  run_init(init_context(str(tmp_path), raw, feats, seen,
+                        model={"width": 16}))
+  assert len(seen) == 4
+  changed = {"train": (raw["train"][0].copy(), raw["train"][1]),
+             "test": raw["test"]}
+  changed["train"][0][3, 2] += 1.0
+  run_init(init_context(str(tmp_path), changed, feats, seen))
+  assert len(seen) == 6
+  import jax  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(jax, "process_count", lambda: 2)
+  run_init(init_context(str(tmp_path), raw, feats, seen))
+  assert len(seen) == 8 and len(counted) == 1  # probes: by feature key

@@ -14,8 +14,17 @@ seed), the bytes, dtypes and shapes of the four arrays it fits and scores
 solver), and the versions of ssljax, jax and jaxlib, the backend, its device
 kind and the CPU architecture. Any change of data, encoder initialisation,
 options or code gives another key, so a stale entry is never read; deleting
-the directory is always safe. The random-init probe still extracts its
-features (the key hashes them); only the probe fits are skipped.
+the directory is always safe.
+
+The random-init probe's features cost a forward pass over both splits to
+compute, only for their digest. In a single-process run whose splits are
+in memory it first looks up a second key, `setup_key`, made of what the
+features are a function of: the run's config (without ``epochs`` and
+``num_steps``, which do not change the initial state), the source of the
+whole ssljax package, the pixels and labels of both splits, the device and
+process counts, and the same versions and options. On a hit neither the
+features nor the probe are computed; on a miss the result is stored under
+both keys.
 """
 
 from __future__ import annotations
@@ -31,10 +40,14 @@ import numpy as np
 import ssljax
 from ssljax import compilation_cache, evaluate
 
-__all__ = ["cache_dir", "key", "load", "store", "METRICS"]
+__all__ = ["cache_dir", "key", "setup_key", "load", "store", "METRICS",
+           "SETUP_IGNORED"]
 
 # The probe outputs stored and reused (what the evaluator yields).
 METRICS = ("test_accuracy", "val_accuracy", "l2")
+# Config fields left out of `setup_key`: the run's length, which changes
+# neither the initial state nor the data.
+SETUP_IGNORED = ("epochs", "num_steps")
 
 
 def cache_dir(setting: str | None) -> str | None:
@@ -85,6 +98,45 @@ def key(kind: str, options: dict, arrays) -> str:
     a = np.ascontiguousarray(a)
     h.update(f"{a.dtype.str}{a.shape}".encode())
     h.update(memoryview(a).cast("B"))
+  return h.hexdigest()
+
+
+def _package_source_digest() -> bytes:
+  """BLAKE2b of every .py file of the ssljax package (paths and bytes)."""
+  root = os.path.dirname(os.path.abspath(ssljax.__file__))
+  h = hashlib.blake2b(digest_size=32)
+  for folder, dirs, files in os.walk(root):
+    dirs.sort()
+    for name in sorted(f for f in files if f.endswith(".py")):
+      path = os.path.join(folder, name)
+      h.update(os.path.relpath(path, root).encode() + b"\0")
+      with open(path, "rb") as f:
+        h.update(hashlib.blake2b(f.read(), digest_size=32).digest())
+  return h.digest()
+
+
+def setup_key(kind: str, options: dict, config, arrays) -> str:
+  """Hex digest of what a baseline's inputs are computed from, for a lookup
+  before they are computed (the random-init probe's features).
+
+  Args:
+    kind: the evaluator type.
+    options: the probe's options, JSON-serialisable.
+    config: the run's ConfigDict (`SETUP_IGNORED` fields left out).
+    arrays: the data the inputs are computed from (train pixels, train
+      labels, test pixels, test labels), NumPy arrays.
+
+  Returns:
+    a 64-character hex string, distinct from every `key`.
+  """
+  fields = json.loads(config.to_json())
+  for name in SETUP_IGNORED:
+    fields.pop(name, None)
+  h = hashlib.blake2b(digest_size=32)
+  h.update(key(kind + ":setup", dict(
+      options=options, config=fields, devices=jax.device_count(),
+      processes=jax.process_count()), arrays).encode())
+  h.update(_package_source_digest())
   return h.hexdigest()
 
 

@@ -68,19 +68,28 @@ class Evaluator(base.Evaluator):
         val_fraction=self.val_fraction, max_iter=self.max_iter,
         max_search_rows=self.search_rows, seed=seed, progress=self.ctx.shown)
 
+  def cache_directory(self) -> str | None:
+    """The baseline cache's directory (``config.eval_inputs.baseline_cache``),
+    or None when it is off."""
+    setting = self.ctx.config.get("eval_inputs", {}).get("baseline_cache", "")
+    return baseline_cache.cache_dir(setting)
+
+  def cache_options(self) -> dict:
+    """The probe options a cached result is keyed by."""
+    seed = self.ctx.config.seed if self.seed is None else self.seed
+    return dict(l2_grid=list(self.l2_grid), val_fraction=self.val_fraction,
+                max_iter=self.max_iter, search_rows=self.search_rows,
+                seed=seed)
+
   def cached_probe(self, inputs) -> dict:
     """`probe`, reused from ``config.eval_inputs.baseline_cache`` when the
     same inputs and options were probed before (baselines only:
     `ssljax.evaluators.baseline_cache`)."""
-    setting = self.ctx.config.get("eval_inputs", {}).get("baseline_cache", "")
-    directory = baseline_cache.cache_dir(setting)
+    directory = self.cache_directory()
     if directory is None:
       return self.probe(*inputs)
-    seed = self.ctx.config.seed if self.seed is None else self.seed
-    options = dict(l2_grid=list(self.l2_grid), val_fraction=self.val_fraction,
-                   max_iter=self.max_iter, search_rows=self.search_rows,
-                   seed=seed)
-    digest = baseline_cache.key(type(self).__module__, options, inputs)
+    digest = baseline_cache.key(type(self).__module__, self.cache_options(),
+                                inputs)
     out = baseline_cache.load(directory, digest)
     if out is not None:
       if self.ctx.shown:
@@ -99,13 +108,20 @@ class Evaluator(base.Evaluator):
     xte, yte = self.ctx.features(state, "test")
     return xtr, ytr, xte, yte
 
-  def run(self, state):
+  def result(self, state):
+    """The probe's metrics ({"test_accuracy", "val_accuracy", "l2"}), or a
+    str: why it is skipped."""
     inputs = self.inputs(state)
     if isinstance(inputs, str):
+      return inputs
+    return self.cached_probe(inputs) if self.baseline else self.probe(*inputs)
+
+  def run(self, state):
+    out = self.result(state)
+    if isinstance(out, str):
       if self.ctx.shown:
-        print(f"{self.name}: skipped ({inputs})", flush=True)
+        print(f"{self.name}: skipped ({out})", flush=True)
       return
-    out = self.cached_probe(inputs) if self.baseline else self.probe(*inputs)
     yield f"{self.name}/test_accuracy", out["test_accuracy"]
     yield f"{self.name}/val_accuracy", out["val_accuracy"]
     yield f"{self.name}/l2", out["l2"]
