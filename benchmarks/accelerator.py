@@ -268,9 +268,19 @@ def run_model(name: str, args) -> dict:
   jax.block_until_ready(batch)
   phase("first_batch")
   start = time.perf_counter()
-  compiled = step_fn.lower(state, batch).compile()
+  lowered = step_fn.lower(state, batch)
+  lower_s = time.perf_counter() - start
+  compiled = lowered.compile()
   compile_s = time.perf_counter() - start
   phase("compile")
+  if args.compile_only:
+    text = lowered.as_text()
+    return {"model": name, "title": case.title, "views": describe_views(spec),
+            "batch": config.batch_size, "devices": jax.device_count(),
+            "trace_and_lower_s": lower_s, "compile_s": compile_s,
+            "stablehlo_lines": text.count("\n"),
+            "matrix_products": text.count("stablehlo.dot_general"),
+            "phases_s": phases}
 
   for _ in range(args.warmup):
     state, metrics = compiled(state, batch)
@@ -473,6 +483,13 @@ def markdown(result: dict) -> str:
       lines.append(f"| {r['model']} | failed: {r['error'][:120]} |"
                    + " |" * 10)
       continue
+    if "matrix_products" in r:  # --compile_only
+      lines.append(
+          f"| {r['title']} | {r['views']} | | {r['batch']} | {r['devices']} "
+          f"| compile only: trace + lower {r['trace_and_lower_s']:.1f} s, "
+          f"{r['matrix_products']} matrix products | | | | "
+          f"{_fmt(r['compile_s'], 1)} | | |")
+      continue
     lines.append(
         f"| {r['title']} | {r['views']} | {r['dtype']} | {r['batch']} | "
         f"{r['devices']} | {_host_input(r)} | "
@@ -565,6 +582,11 @@ def parse_args(argv=None):
                       "device memory is then the running maximum); auto: "
                       "no with --smoke, else yes")
   parser.add_argument("--model_timeout", type=float, default=600.0)
+  parser.add_argument("--compile_only", action="store_true",
+                      help="stop each model after compiling its step: "
+                      "trace + lower and compile seconds, the lowered "
+                      "program's lines and matrix products (no timings, "
+                      "no table)")
   parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
@@ -596,7 +618,8 @@ def child_argv(args, extra: list[str]) -> list[str]:
           "--batch_per_device", str(args.batch_per_device),
           "--torch_device", args.torch_device, *extra]
   return argv + (["--smoke"] if args.smoke else []) + (
-      ["--torch_compile"] if args.torch_compile else [])
+      ["--torch_compile"] if args.torch_compile else []) + (
+          ["--compile_only"] if args.compile_only else [])
 
 
 def main(argv=None) -> dict:

@@ -72,6 +72,22 @@ def test_smoke_of_one_model_writes_the_json_and_the_table(tmp_path):
   assert result["torch"] == {"skipped": "--torch off"}
 
 
+def test_compile_only_counts_the_step_and_stops(tmp_path):
+  """--compile_only: compile figures and the lowered step's matrix products
+  (the smoke ViT-Tiny MAE has some), no timings, a 12-column table row."""
+  out = str(tmp_path / "out")
+  result = accelerator.main(["--out", out, "--smoke", "--isolate", "no",
+                             "--models", "vitt4_mae_fmnist", "--torch", "off",
+                             "--data_dir", str(tmp_path), "--compile_only"])
+  (row,) = result["rows"]
+  assert row["matrix_products"] > 0 and row["stablehlo_lines"] > 0
+  assert 0 < row["trace_and_lower_s"] <= row["compile_s"]
+  assert "step_images_per_s" not in row and "compile" in row["phases_s"]
+  with open(os.path.join(out, "accelerator.md")) as f:
+    (line,) = [l for l in f if l.startswith(f"| {row['title']} ")]
+  assert "compile only" in line and len(line.split("|")) == 14
+
+
 @pytest.mark.slow
 def test_smoke_of_the_default_models_in_child_processes(tmp_path):
   """The whole --smoke command as a user runs it (a process per model):
