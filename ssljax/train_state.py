@@ -112,6 +112,9 @@ def create_train_state(method, tx, key, batch_spec: methods.BatchSpec, *,
 
   Raises:
     ValueError: num_classes > 0 without probe_tx.
+    jax.errors.TracerArrayConversionError: ``method.init`` or ``tx.init``
+      converts a parameter to NumPy (both run under `jax.jit`: write them
+      with jax.numpy, as optax's and flax's own are).
   """
   if num_classes > 0 and probe_tx is None:
     raise ValueError("num_classes > 0 adds the online probe: give probe_tx")

@@ -29,6 +29,7 @@ import sys
 import time
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import ml_collections
 import numpy as np
@@ -196,7 +197,7 @@ def test_every_method_and_form_two_processes_equal_one_device():
 def _record_grads():
   """An optax transformation that keeps the last gradient in its state."""
   return optax.GradientTransformation(
-      init=lambda params: jax.tree.map(np.zeros_like, params),
+      init=lambda params: jax.tree.map(jnp.zeros_like, params),
       update=lambda grads, state, params=None: (grads, grads))
 
 
