@@ -81,6 +81,14 @@ class Evaluator(base.Evaluator):
                 max_iter=self.max_iter, search_rows=self.search_rows,
                 seed=seed)
 
+  def load_cached(self, directory: str, digest: str) -> dict | None:
+    """The stored result of ``digest`` (announced in one line), or None."""
+    out = baseline_cache.load(directory, digest)
+    if out is not None and self.ctx.shown:
+      print(f"{self.name}: reused from the baseline cache ({directory})",
+            flush=True)
+    return out
+
   def cached_probe(self, inputs) -> dict:
     """`probe`, reused from ``config.eval_inputs.baseline_cache`` when the
     same inputs and options were probed before (baselines only:
@@ -90,11 +98,8 @@ class Evaluator(base.Evaluator):
       return self.probe(*inputs)
     digest = baseline_cache.key(type(self).__module__, self.cache_options(),
                                 inputs)
-    out = baseline_cache.load(directory, digest)
+    out = self.load_cached(directory, digest)
     if out is not None:
-      if self.ctx.shown:
-        print(f"{self.name}: reused from the baseline cache ({directory})",
-              flush=True)
       return out
     out = self.probe(*inputs)
     baseline_cache.store(directory, digest, out)

@@ -49,11 +49,8 @@ class Evaluator(linear_probe.Evaluator):
     directory = self.cache_directory()
     digest = self.setup_digest() if directory is not None else None
     if digest is not None:
-      out = baseline_cache.load(directory, digest)
+      out = self.load_cached(directory, digest)
       if out is not None:
-        if self.ctx.shown:
-          print(f"{self.name}: reused from the baseline cache ({directory})",
-                flush=True)
         return out
     out = super().result(state)
     if digest is not None and not isinstance(out, str):
