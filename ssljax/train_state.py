@@ -7,6 +7,7 @@ checkpointed as a whole, so a resume restores all of it bit-exactly. The
 method object itself and the optimiser are static fields.
 """
 
+import functools
 from typing import Any
 
 import flax
@@ -88,6 +89,30 @@ def create_probe_optimizer(config: ml_collections.ConfigDict):
                      weight_decay=options["weight_decay"])
 
 
+@functools.lru_cache(maxsize=8)
+def _init_program(method, tx, batch_spec, num_classes, probe_tx):
+  """The jitted key -> (step, params, opt_state, method_state, probe) of
+  `create_train_state`, kept per arguments: a second state of the same run
+  (the random-init baseline, a resume's template) reuses the trace."""
+
+  def arrays(key):
+    params, method_state = method.init(key, batch_spec)
+    probe = {}
+    if num_classes > 0:
+      x = jnp.zeros((2, *batch_spec.view_shape), jnp.float32)
+      dim = jax.eval_shape(method.representation, params, method_state,
+                           x).shape[-1]
+      probe_params = {"kernel": jnp.zeros((dim, num_classes), jnp.float32),
+                      "bias": jnp.zeros((num_classes,), jnp.float32)}
+      probe = {"params": probe_params, "opt_state": probe_tx.init(probe_params),
+               "stats": {"mean": jnp.zeros((dim,), jnp.float32),
+                         "var": jnp.ones((dim,), jnp.float32)}}
+    return (jnp.zeros((), jnp.int32), params, tx.init(params), method_state,
+            probe)
+
+  return jax.jit(arrays)
+
+
 def create_train_state(method, tx, key, batch_spec: methods.BatchSpec, *,
                        num_classes: int = 0, probe_tx=None) -> TrainState:
   """Initialises parameters, optimiser state, method state and probe.
@@ -118,23 +143,12 @@ def create_train_state(method, tx, key, batch_spec: methods.BatchSpec, *,
   """
   if num_classes > 0 and probe_tx is None:
     raise ValueError("num_classes > 0 adds the online probe: give probe_tx")
-
-  def arrays(key):
-    params, method_state = method.init(key, batch_spec)
-    probe = {}
-    if num_classes > 0:
-      x = jnp.zeros((2, *batch_spec.view_shape), jnp.float32)
-      dim = jax.eval_shape(method.representation, params, method_state,
-                           x).shape[-1]
-      probe_params = {"kernel": jnp.zeros((dim, num_classes), jnp.float32),
-                      "bias": jnp.zeros((num_classes,), jnp.float32)}
-      probe = {"params": probe_params, "opt_state": probe_tx.init(probe_params),
-               "stats": {"mean": jnp.zeros((dim,), jnp.float32),
-                         "var": jnp.ones((dim,), jnp.float32)}}
-    return (jnp.zeros((), jnp.int32), params, tx.init(params), method_state,
-            probe)
-
-  step, params, opt_state, method_state, probe = jax.jit(arrays)(key)
+  args = (method, tx, batch_spec, num_classes, probe_tx)
+  try:  # one traced and compiled program per (method, optimisers, shapes)
+    program = _init_program(*args)
+  except TypeError:  # an unhashable optimiser: traced at every call
+    program = _init_program.__wrapped__(*args)
+  step, params, opt_state, method_state, probe = program(key)
   return TrainState(step=step, params=params, opt_state=opt_state,
                     method_state=method_state, probe=probe, method=method,
                     tx=tx)

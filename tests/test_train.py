@@ -156,6 +156,18 @@ def test_create_train_state_equals_the_eager_initialisation(fmnist_data_dir):
   assert not np.any(np.asarray(state.probe["params"]["kernel"]))
   with pytest.raises(ValueError, match="probe_tx"):
     train.create_train_state(method, tx, key, shapes, num_classes=10)
+  # A second state of the same method and optimisers reuses the program:
+  # method.init is not traced again (another key, other values).
+  traces, init = [], method.init
+  method.init = lambda *a: traces.append(1) or init(*a)
+  probe_tx = optax.sgd(0.1)
+  first = train.create_train_state(method, tx, key, shapes, num_classes=10,
+                                   probe_tx=probe_tx)
+  second = train.create_train_state(method, tx, jax.random.key(8), shapes,
+                                    num_classes=10, probe_tx=probe_tx)
+  assert len(traces) == 1
+  assert not all(np.array_equal(a, b) for a, b in zip(
+      jax.tree.leaves(first.params), jax.tree.leaves(second.params)))
 
 
 def test_checkpoint_restores_the_saved_state_exactly(fmnist_data_dir, tmp_path):
