@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -202,6 +203,7 @@ def _rss_run(num_images):
     raise RuntimeError(out.stderr)
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     train_peak = json.loads(f.read().splitlines()[-1])["host_peak_rss_mib"]
+  shutil.rmtree(workdir, ignore_errors=True)
   return {"part": "rss", "images": num_images,
           "train_peak_rss_mib": train_peak, "run_peak_rss_mib": rss_kib / 1024,
           "wall_s": time.perf_counter() - start}

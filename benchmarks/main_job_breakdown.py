@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -187,6 +188,8 @@ def run_job(args, extra) -> dict:
     timeline.append((round(t - start, 3), round(r / 2**30, 4), phase))
   with open(os.path.join(workdir, "results.json")) as f:
     results = json.load(f)
+  if args.workdir is None:  # a folder of our own: its checkpoints go too
+    shutil.rmtree(workdir, ignore_errors=True)
   evals = results.get("evals", {})
   return {
       "command": " ".join(cmd[3:]),

@@ -6,7 +6,10 @@ for one test, fast compiles. Helpers imported by test modules
 function), `pad_bcoo` (BCOO padding slots) and `import_experiment`.
 """
 
+import atexit
+import functools
 import os
+import shutil
 import tempfile
 
 # One JAX compilation cache for the whole test session, shared with the
@@ -14,8 +17,14 @@ import tempfile
 # of `python -m ssljax.main` compile the same programs, and a hit saved
 # ~16 s of a 54 s smoke run here. A cache hit loads the same executable, so
 # results (and bit-exactness checks) are unchanged. An outer setting wins.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                      tempfile.mkdtemp(prefix="ssljax_test_jax_cache_"))
+# Only the process that makes the folder (not an xdist worker or a child
+# that inherits the variable) makes it, and it removes it when it exits:
+# each session's cache is about 50 MB.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _cache_dir = tempfile.mkdtemp(prefix="ssljax_test_jax_cache_")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache_dir
+  atexit.register(functools.partial(shutil.rmtree, _cache_dir,
+                                    ignore_errors=True))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 import pytest  # noqa: E402
