@@ -19,13 +19,18 @@ import sys
 import numpy as np
 
 # Options of jaxlib 0.10.2's XLA:CPU that hand convolutions / dots to other
-# kernel libraries (oneDNN, XNNPACK) instead of XLA's own Eigen-based ones.
+# kernel libraries (oneDNN, XNNPACK, YNNPACK) instead of XLA's own ones.
 FLAG_SETS = {
     "none": "",
     "onednn": "--xla_cpu_use_onednn=true",
     "onednn+custom_call": ("--xla_cpu_use_onednn=true "
                            "--xla_cpu_experimental_onednn_custom_call=true"),
     "xnnpack": "--xla_cpu_use_xnnpack=true",
+    # Which ops XLA:CPU hands to YNNPACK fusions (jaxlib 0.10.2 also fuses
+    # reduce_window there, fed a materialised broadcast of the ReLU's 0).
+    "ynn_conv_dot": ("--xla_cpu_experimental_ynn_fusion_type="
+                     "individual_convolution,individual_dot"),
+    "ynn_conv": "--xla_cpu_experimental_ynn_fusion_type=individual_convolution",
 }
 
 
@@ -47,13 +52,18 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--steps", type=int, default=3, help="steps per turn")
+  parser.add_argument("--sets", nargs="+", choices=sorted(FLAG_SETS),
+                      default=None, help="flag sets to time (default: all; "
+                      "'none' is always added)")
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.worker:
     return _worker(args.steps)
 
+  chosen = ["none"] + [n for n in (args.sets or FLAG_SETS) if n != "none"]
   workers = {}
-  for name, flags in FLAG_SETS.items():
+  for name in chosen:
+    flags = FLAG_SETS[name]
     env = dict(os.environ, XLA_FLAGS=flags, OPENBLAS_NUM_THREADS="1",
                TF_CPP_MIN_LOG_LEVEL="2")
     workers[name] = subprocess.Popen(

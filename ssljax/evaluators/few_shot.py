@@ -153,7 +153,13 @@ def few_shot_accuracy(train_features, train_labels, test_features,
         f"shots={max(shots)} exceeds class {classes[smallest]}'s "
         f"{counts[smallest]} training rows minus val_per_class="
         f"{val_per_class} held out")
-  mean, std = xtr.mean(0, dtype=np.float64), xtr.std(0, dtype=np.float64)
+  # float64 moments, 4,096 rows at a time: np.std made a float64 copy of
+  # the whole (N, D) split (245 MB for 60,000 × 512; 0.9 s in the main job).
+  mean, squares = xtr.mean(0, dtype=np.float64), np.zeros(xtr.shape[1])
+  for start in range(0, len(xtr), 4096):
+    centred = xtr[start:start + 4096].astype(np.float64) - mean
+    squares += np.einsum("nd,nd->d", centred, centred)
+  std = np.sqrt(squares / len(xtr))
   std = np.where(std > 0, std, 1.0)
   # float64 standardised rows on demand: the (N, D) train split is never
   # copied whole (a draw reads C·(shots + val_per_class) rows of it).
