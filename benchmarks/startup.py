@@ -37,11 +37,19 @@ IMPORTS = ("import ssljax.train, ssljax.evaluators, ssljax.report, "
            "ssljax.checkpoints, matplotlib.pyplot")
 
 
-def one_start(env) -> float:
-  """Wall seconds of a fresh interpreter that runs IMPORTS."""
+def one_start(env, imports: str = IMPORTS) -> float:
+  """Wall seconds of a fresh interpreter that runs ``imports``."""
   start = time.perf_counter()
-  subprocess.run([sys.executable, "-c", IMPORTS], env=env, check=True)
+  subprocess.run([sys.executable, "-c", imports], env=env, check=True)
   return time.perf_counter() - start
+
+
+def environments(empty: str) -> dict:
+  """{"bytecode": this environment, "sources": the same with no bytecode
+  to read or write} (``empty``: an empty folder for PYTHONPYCACHEPREFIX)."""
+  return {"bytecode": dict(os.environ),
+          "sources": dict(os.environ, PYTHONPYCACHEPREFIX=empty,
+                          PYTHONDONTWRITEBYTECODE="1")}
 
 
 def count_pyc(folder: str) -> int:
@@ -53,21 +61,21 @@ def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--out", default=None, help="write the JSON here")
+  parser.add_argument("--imports", default=IMPORTS,
+                      help="the statement each interpreter runs")
   args = parser.parse_args(argv)
   if args.rounds < 1:
     parser.error("--rounds must be >= 1")
   site = sysconfig.get_paths()["purelib"]
   times = {"bytecode": [], "sources": []}
   with tempfile.TemporaryDirectory(prefix="ssljax_startup_") as empty:
-    plain = dict(os.environ)
-    compiled_anew = dict(os.environ, PYTHONPYCACHEPREFIX=empty,
-                         PYTHONDONTWRITEBYTECODE="1")
-    one_start(plain)  # page the files in once before timing
+    envs = environments(empty)
+    one_start(envs["bytecode"], args.imports)  # page the files in first
     for _ in range(args.rounds):
-      times["bytecode"].append(one_start(plain))
-      times["sources"].append(one_start(compiled_anew))
+      for name, env in envs.items():
+        times[name].append(one_start(env, args.imports))
   out = {
-      "imports": IMPORTS,
+      "imports": args.imports,
       "rounds": args.rounds,
       "pyc_files_in_site_packages": count_pyc(site),
       "median_s": {k: statistics.median(v) for k, v in times.items()},
