@@ -15,7 +15,8 @@ import optax
 import tqdm
 
 __all__ = ["linear_probe", "fit_logistic_regression", "knn_accuracy",
-           "extract_features", "probe_splits", "DEFAULT_L2_GRID"]
+           "extract_features", "probe_splits", "column_moments",
+           "DEFAULT_L2_GRID"]
 
 # L2 strengths on ½‖W‖² added to the mean cross-entropy. 1e-6 is close to no
 # regularisation for standardised features; 1e-1 shrinks hard.
@@ -42,16 +43,36 @@ def _check_features(name, x, y, keep_integers=False):
   return x, y.astype(np.int32, copy=False)
 
 
-def _moments(x, chunk=8192):
-  """float32 (D,) mean and standard deviation + 1e-6 of the rows of x;
-  integer x (pixels) in float64, ``chunk`` rows at a time (no float copy)."""
-  if not np.issubdtype(x.dtype, np.integer):
-    return x.mean(0), x.std(0) + 1e-6
+def column_moments(x, chunk: int = 8192):
+  """Mean and standard deviation of each column, in float64, without a
+  float64 copy of ``x``.
+
+  Args:
+    x: (N, D) array of any real dtype (float features, uint8 pixels), N >= 1.
+    chunk: rows converted to float64 at a time (>= 1).
+
+  Returns:
+    (mean, std): two float64 (D,) arrays; std is the population one (ddof
+    0), the same as ``x.astype(np.float64).std(0)`` up to summation order.
+
+  Raises:
+    ValueError: x is not 2-D or has no rows.
+  """
+  if np.ndim(x) != 2 or len(x) == 0:
+    raise ValueError(f"x must be (N, D) with N >= 1, got shape {np.shape(x)}")
   mean, squares = x.mean(0, dtype=np.float64), np.zeros(x.shape[1])
   for start in range(0, len(x), chunk):
     squares += np.square(x[start:start + chunk] - mean).sum(0)
-  std = np.sqrt(squares / len(x)) + 1e-6
-  return mean.astype(np.float32), std.astype(np.float32)
+  return mean, np.sqrt(squares / len(x))
+
+
+def _moments(x):
+  """float32 (D,) mean and standard deviation + 1e-6 of the rows of x;
+  integer x (pixels) in float64 through `column_moments` (no float copy)."""
+  if not np.issubdtype(x.dtype, np.integer):
+    return x.mean(0), x.std(0) + 1e-6
+  mean, std = column_moments(x)
+  return mean.astype(np.float32), (std + 1e-6).astype(np.float32)
 
 
 def _logreg_objective(params, x_DxN, y, l2):

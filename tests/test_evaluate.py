@@ -167,3 +167,16 @@ def test_knn_rejects_bad_arguments(bad):
   x, y = _blobs(10)
   with pytest.raises(ValueError):
     evaluate.knn_accuracy(x, y, x, y, **bad)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_column_moments_equal_float64_moments_in_chunks(dtype):
+  rng = np.random.default_rng(0)
+  x = (rng.random((1003, 7)) * 200 + 3).astype(dtype)  # 1003 = 3 chunks + 43
+  mean, std = evaluate.column_moments(x, chunk=320)
+  ref = x.astype(np.float64)
+  assert mean.dtype == std.dtype == np.float64
+  np.testing.assert_allclose(mean, ref.mean(0), rtol=1e-12)
+  np.testing.assert_allclose(std, ref.std(0), rtol=1e-12)
+  with pytest.raises(ValueError, match="N >= 1"):
+    evaluate.column_moments(x[:0])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ssljax import evaluate
 from ssljax.evaluators import base
 
 __all__ = ["DEFAULT_FEWSHOT_L2_GRID", "Evaluator", "few_shot_accuracy"]
@@ -153,13 +154,8 @@ def few_shot_accuracy(train_features, train_labels, test_features,
         f"shots={max(shots)} exceeds class {classes[smallest]}'s "
         f"{counts[smallest]} training rows minus val_per_class="
         f"{val_per_class} held out")
-  # float64 moments, 4,096 rows at a time: np.std made a float64 copy of
-  # the whole (N, D) split (245 MB for 60,000 × 512).
-  mean, squares = xtr.mean(0, dtype=np.float64), np.zeros(xtr.shape[1])
-  for start in range(0, len(xtr), 4096):
-    centred = xtr[start:start + 4096].astype(np.float64) - mean
-    squares += np.einsum("nd,nd->d", centred, centred)
-  std = np.sqrt(squares / len(xtr))
+  # float64 moments without a float64 copy of the whole (N, D) split.
+  mean, std = evaluate.column_moments(xtr)
   std = np.where(std > 0, std, 1.0)
   # float64 standardised rows on demand: the (N, D) train split is never
   # copied whole (a draw reads C·(shots + val_per_class) rows of it).
