@@ -44,35 +44,17 @@ def _check_features(name, x, y, keep_integers=False):
 
 
 def column_moments(x, chunk: int = 8192):
-  """Mean and standard deviation of each column, in float64, without a
-  float64 copy of ``x``.
-
-  Args:
-    x: (N, D) array of any real dtype (float features, uint8 pixels), N >= 1.
-    chunk: rows converted to float64 at a time (>= 1).
-
-  Returns:
-    (mean, std): two float64 (D,) arrays; std is the population one (ddof
-    0), the same as ``x.astype(np.float64).std(0)`` up to summation order.
-
-  Raises:
-    ValueError: x is not 2-D or has no rows.
-  """
+  """float64 mean and standard deviation (ddof 0) of each column of the
+  (N, D) array ``x`` (any real dtype: features, uint8 pixels; N >= 1), read
+  ``chunk`` rows at a time, so x is never copied whole to float64. Returns
+  (mean, std), float64 (D,) arrays: those of ``x.astype(np.float64)`` up to
+  summation order. Raises ValueError if x is not 2-D or has no rows."""
   if np.ndim(x) != 2 or len(x) == 0:
     raise ValueError(f"x must be (N, D) with N >= 1, got shape {np.shape(x)}")
   mean, squares = x.mean(0, dtype=np.float64), np.zeros(x.shape[1])
   for start in range(0, len(x), chunk):
     squares += np.square(x[start:start + chunk] - mean).sum(0)
   return mean, np.sqrt(squares / len(x))
-
-
-def _moments(x):
-  """float32 (D,) mean and standard deviation + 1e-6 of the rows of x;
-  integer x (pixels) in float64 through `column_moments` (no float copy)."""
-  if not np.issubdtype(x.dtype, np.integer):
-    return x.mean(0), x.std(0) + 1e-6
-  mean, std = column_moments(x)
-  return mean.astype(np.float32), (std + 1e-6).astype(np.float32)
 
 
 def _logreg_objective(params, x_DxN, y, l2):
@@ -260,7 +242,11 @@ def linear_probe(train_features, train_labels, test_features, test_labels, *,
     raise ValueError(f"max_search_rows must be >= 1 or None, got {max_search_rows}")
   num_classes = int(max(ytr.max(), yte.max())) + 1
 
-  mean, std = _moments(xtr)
+  if np.issubdtype(xtr.dtype, np.integer):  # pixels: no float copy
+    mean, std = column_moments(xtr)
+    mean, std = mean.astype(np.float32), (std + 1e-6).astype(np.float32)
+  else:
+    mean, std = xtr.mean(0), xtr.std(0) + 1e-6
   # The inputs are the caller's (never changed); the solver reads columns.
   ctr = _standardised_columns(xtr, mean, std)
   cte = _standardised_columns(xte, mean, std)
@@ -361,11 +347,6 @@ def _knn_predict(block, xtr_n, ytr, temperature, *, k, num_classes):
   return jnp.argmax(votes.sum(1), -1)
 
 
-def _representations(state, x):
-  """The method's representation h, BatchNorm in inference mode."""
-  return state.representation(x)
-
-
 def extract_features(state, images, batch_size, mesh,
                      desc: str | None = None,
                      total: int | None = None) -> np.ndarray:
@@ -426,8 +407,9 @@ def _fetch(h, n):
 
 @functools.lru_cache(maxsize=8)
 def _jitted_representations(out_sharding):
-  """One jitted feature extractor per output sharding (float32 h)."""
-  return jax.jit(lambda state, x: _representations(state, x).astype(
+  """One jitted feature extractor per output sharding: the method's
+  representation h (BatchNorm in inference mode) in float32."""
+  return jax.jit(lambda state, x: state.representation(x).astype(
       jnp.float32), out_shardings=out_sharding)
 
 
