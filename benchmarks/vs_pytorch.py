@@ -22,9 +22,10 @@ area (0.02, 0.2)), a ``DataLoader`` with 2 workers; the CNN 16-32-64-512
 (3x3 conv, BatchNorm, ReLU, 2x2 average pooling between stages, global
 average), the projector 512-512 (Linear-BN-ReLU, plain last Linear), both
 with PyTorch's default initialisation; lightly's ``VICRegLoss`` (λ = 25,
-μ = 25, ν = 1); AdamW at 2e-3 × batch/256, weight decay 1e-4 on weights of
+μ = 25, ν = 1); AdamW at 4e-3 × batch/256, weight decay 1e-4 on weights of
 ndim > 1 only, linear warm-up for 1 epoch from 0 then cosine to 0.01 × peak,
-per step; batch 256 × 2 views, full batches only. Then the main job's
+per step (``OPTIM``, the main job's values; ``--learning-rate`` etc. change
+them, and ``compare --torch-arg`` passes such options on); batch 256 × 2 views, full batches only. Then the main job's
 evaluation protocol on the frozen 512-d encoder features of train -> test:
 the linear probe (standardised features; L2 on ½‖W‖² chosen from
 (1e-2 ... 1e-6, strong to weak, warm-started) by accuracy on a seeded 10 %
@@ -64,6 +65,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IDX_DIR = "/usr/share/datasets/fashion-mnist"
 L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+# The main job's optimiser (configs/vicreg.py's ``optim``; a test keeps the
+# two equal): peak lr per 256 samples, AdamW's decoupled weight decay on
+# weights of ndim > 1, warm-up epochs, final lr / peak lr.
+OPTIM = {"learning_rate": 4e-3, "weight_decay": 1e-4, "warmup_epochs": 1.0,
+         "end_lr_factor": 0.01}
 FRAMEWORKS = ("ssljax", "pytorch")
 GIB = 2.0 ** 30
 
@@ -91,9 +97,26 @@ def fashion_mnist(split, idx_dir=IDX_DIR):
   return images[:, None].copy(), labels.astype("int64")
 
 
+def schedule_factor(step, optim, steps_per_epoch, total):
+  """lr / peak lr at ``step``: linear warm-up from 0, then cosine decay to
+  ``end_lr_factor``, as ssljax.optimizers.create_learning_rate_fn (optax's
+  warmup_cosine_decay_schedule) for the PyTorch job's LambdaLR."""
+  warmup = max(min(int(optim["warmup_epochs"] * steps_per_epoch), total - 1),
+               0)
+  if step < warmup:
+    return step / warmup
+  end = optim["end_lr_factor"]
+  t = min(step - warmup, total - warmup) / max(total - warmup, 1)
+  return end + (1 - end) * 0.5 * (1 + math.cos(math.pi * t))
+
+
 def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
-              idx_dir=IDX_DIR):
-  """Trains and evaluates the PyTorch job; returns its summary dict."""
+              idx_dir=IDX_DIR, optim=None):
+  """Trains and evaluates the PyTorch job; returns its summary dict.
+
+  ``optim`` overrides entries of OPTIM (the main job's optimiser).
+  """
+  optim = {**OPTIM, **(optim or {})}
   start = time.time()
   # pylint: disable=import-outside-toplevel
   import lightly
@@ -149,19 +172,14 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
                       drop_last=True, num_workers=num_workers)
   steps_per_epoch = len(loader)
   total = epochs * steps_per_epoch
-  warmup = min(steps_per_epoch, total - 1)
-  peak = 2e-3 * batch_size / 256
-
-  def lr_factor(step):  # optax.warmup_cosine_decay_schedule, end 0.01 × peak
-    if step < warmup:
-      return step / warmup
-    t = min(step - warmup, total - warmup) / max(total - warmup, 1)
-    return 0.01 + (1 - 0.01) * 0.5 * (1 + math.cos(math.pi * t))
+  peak = optim["learning_rate"] * batch_size / 256
+  lr_factor = lambda step: schedule_factor(step, optim, steps_per_epoch,
+                                           total)
 
   decay = [p for p in model.parameters() if p.ndim > 1]
   no_decay = [p for p in model.parameters() if p.ndim <= 1]
   optimizer = torch.optim.AdamW([
-      {"params": decay, "weight_decay": 1e-4},
+      {"params": decay, "weight_decay": optim["weight_decay"]},
       {"params": no_decay, "weight_decay": 0.0}], lr=peak)
   scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
   seconds["setup"] = time.time() - start
@@ -211,6 +229,7 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
       "num_workers": num_workers,
       "epochs": epochs,
       "steps": total,
+      "optim": optim,
       "final_loss": float(np.mean(losses[-20:])),
       "train_seconds": seconds["train_steps"],
       "wall_seconds": time.time() - start,
@@ -406,7 +425,7 @@ def job_command(framework, epochs, args, run_dir):
     return cmd + list(args.ssljax_arg), os.path.join(run_dir, "results.json")
   out = os.path.join(run_dir, "results.json")
   return [args.torch_python, os.path.abspath(__file__), "torch", "--epochs",
-          str(epochs), "--out-json", out], out
+          str(epochs), "--out-json", out] + list(args.torch_arg), out
 
 
 def read_summary(path):
@@ -594,6 +613,9 @@ def main(argv=None):
   job.add_argument("--num-workers", type=int, default=2)
   job.add_argument("--idx-dir", default=IDX_DIR)
   job.add_argument("--out-json", help="also write the summary here")
+  for name, value in OPTIM.items():
+    job.add_argument("--" + name.replace("_", "-"), type=float, default=value,
+                     help=f"optimiser (default: the main job's, {value:g})")
   cmp_ = sub.add_parser("compare", help="A B A B ... interleaved")
   cmp_.add_argument("--torch-python", required=True,
                     help="interpreter with torch, torchvision, lightly")
@@ -602,6 +624,9 @@ def main(argv=None):
   cmp_.add_argument("--config", default="configs/vicreg.py")
   cmp_.add_argument("--ssljax-arg", action="append", default=[],
                     help="extra argument of the ssljax job (repeatable)")
+  cmp_.add_argument("--torch-arg", action="append", default=[],
+                    help="extra argument of the PyTorch job (repeatable), "
+                    "e.g. --torch-arg=--learning-rate=2e-3")
   cmp_.add_argument("--epochs", type=int, nargs="+", default=[1, 4])
   cmp_.add_argument("--pairs", type=int, default=3)
   cmp_.add_argument("--out", required=True)
@@ -619,7 +644,8 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.command == "torch":
     summary = torch_job(args.epochs, num_workers=args.num_workers,
-                        idx_dir=args.idx_dir)
+                        idx_dir=args.idx_dir,
+                        optim={name: getattr(args, name) for name in OPTIM})
     if args.out_json:
       with open(args.out_json, "w") as f:
         json.dump(summary, f, indent=1)

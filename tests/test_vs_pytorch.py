@@ -114,3 +114,23 @@ def test_torch_probe_and_knn_follow_our_protocol():
                               temperature=0.07)
   assert vs_pytorch.knn_accuracy(t(x_train), t(y_train), t(x_test),
                                  t(y_test)) == pytest.approx(knn, abs=1e-9)
+
+
+def test_torch_job_mirrors_the_main_jobs_optimiser_and_schedule():
+  # The PyTorch job is only a fair comparison while it trains with the main
+  # job's optimiser: OPTIM must follow configs/vicreg.py, and its LambdaLR
+  # factor must be our optax schedule divided by the peak, step by step.
+  from configs import vicreg  # pylint: disable=import-outside-toplevel
+  from ssljax import optimizers  # pylint: disable=import-outside-toplevel
+  config = vicreg.get_config()
+  assert config.optim.name == "adamw" and config.batch_size == 256
+  assert {k: config.optim[k] for k in vs_pytorch.OPTIM} == vs_pytorch.OPTIM
+  for epochs, optim in ((4, config.optim), (1, config.optim)):
+    total = epochs * 234
+    lr_fn = optimizers.create_learning_rate_fn(optim, 256, 234, total)
+    steps = np.arange(total + 1)
+    ours = np.asarray([float(lr_fn(s)) for s in steps])
+    theirs = np.asarray([vs_pytorch.schedule_factor(int(s), dict(optim), 234,
+                                                    total) for s in steps])
+    np.testing.assert_allclose(theirs * optim.learning_rate, ours, rtol=1e-5,
+                               atol=1e-9)
