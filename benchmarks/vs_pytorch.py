@@ -25,10 +25,11 @@ with PyTorch's default initialisation; lightly's ``VICRegLoss`` (λ = 25,
 μ = 25, ν = 1); AdamW at 4e-3 × batch/256, weight decay 1e-4 on weights of
 ndim > 1 only, linear warm-up for 1 epoch from 0 then cosine to 0.01 × peak,
 per step (``OPTIM``, the main job's values; ``--learning-rate`` etc. change
-them, and ``compare --torch-arg`` passes such options on); batch 256 × 2 views, full batches only. Then the main job's
-evaluation protocol on the frozen 512-d encoder features of train -> test:
-the linear probe (standardised features; L2 on ½‖W‖² chosen from
-(1e-2 ... 1e-6, strong to weak, warm-started) by accuracy on a seeded 10 %
+them, and ``compare --torch-arg`` passes such options on); batch 256 × 2
+views, full batches only. Then the main job's evaluation protocol on the
+frozen 512-d encoder features of train -> test: the linear probe
+(standardised features; L2 on ½‖W‖² chosen from (1e-2 ... 1e-6, strong
+to weak, warm-started) by accuracy on a seeded 10 %
 validation split of train, searched on at most 20,000 of the other rows,
 refit on all train rows; multinomial logistic regression by full-batch
 L-BFGS, 100 iterations, strong Wolfe line search) and the 20-NN vote
