@@ -13,9 +13,9 @@ probe, k-NN and the online probe (no baselines, few-shot or periodic
 label-free metrics). The rest of the network, the PyTorch-style
 initialisation and BatchNorm momentum (ssljax.models.initializers), views,
 loss and optimiser are the main job's, except the peak learning rate: 2e-3,
-the main job's when these runs were made (it now uses 4e-3). Measured on quiet cores of the 2-core
-development machine (2026-11-26, `/usr/bin/time` of the whole command, empty
-compilation cache): probe 0.9034, k-NN 0.8570 in 10 min 1 s (12 min 47 s
+the main job's when these runs were made (it now uses 4e-3). Measured on
+quiet cores of the 2-core development machine (2026-11-26, `/usr/bin/time`
+of the whole command, empty compilation cache): probe 0.9034, k-NN 0.8570 in 10 min 1 s (12 min 47 s
 and 0.9031 before SmallCNN ran its training convolutions on chunks); 8
 epochs gave 0.9014 in 12 min 1 s, 10 epochs 0.9051 in 16 min 2 s (before
 the faster probe solver).
