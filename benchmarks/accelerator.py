@@ -29,7 +29,9 @@ them, parameters replicated: the main job's mesh), for each model of
   for input, ``1 - t_step / t_end_to_end`` (0 when the pipeline keeps up);
   the JSON also holds the host's own wait in ``next(batches)``;
 * **compile s**: trace + lower + XLA compile of the step (``jit.lower(...)
-  .compile()``; a persistent compilation cache, if on, makes this a load);
+  .compile()``; a persistent compilation cache, if on, makes this a load:
+  ``--compilation_cache DIR``, and the row's ``compile_cache`` says hit,
+  miss or off);
 * **peak device memory**: ``device.memory_stats()["peak_bytes_in_use"]``
   of the first device where the backend reports it ("n/a" on CPU); at full
   size each model runs in its own child process (``--isolate``), so the
@@ -230,6 +232,8 @@ def run_model(name: str, args) -> dict:
     print(f"{name}: {key} {phases[key]:.1f} s", file=sys.stderr, flush=True)
 
   compilation_cache.use_threefry_gpu_kernel()  # as the main job
+  if args.compilation_cache:  # else: as the process is (JAX_* variables)
+    compilation_cache.enable(args.compilation_cache)
   case = CASES[name]
   config = model_config(case, args)
   config_validation.validate(config)
@@ -267,17 +271,27 @@ def run_model(name: str, args) -> dict:
   batch = inputs.to_device_batch(next(batches(0, 1)), mesh)
   jax.block_until_ready(batch)
   phase("first_batch")
-  start = time.perf_counter()
-  lowered = step_fn.lower(state, batch)
-  lower_s = time.perf_counter() - start
-  compiled = lowered.compile()
-  compile_s = time.perf_counter() - start
+  events = []  # the persistent cache's hit/miss events of this compile
+  jax.monitoring.register_event_listener(on_event := (
+      lambda event, **_: events.append(event)))
+  try:
+    start = time.perf_counter()
+    lowered = step_fn.lower(state, batch)
+    lower_s = time.perf_counter() - start
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - start
+  finally:
+    jax.monitoring.unregister_event_listener(on_event)
+  cache = ("hit" if "/jax/compilation_cache/cache_hits" in events else
+           "miss" if "/jax/compilation_cache/cache_misses" in events else
+           "off")
   phase("compile")
   if args.compile_only:
     text = lowered.as_text()
     return {"model": name, "title": case.title, "views": describe_views(spec),
             "batch": config.batch_size, "devices": jax.device_count(),
             "trace_and_lower_s": lower_s, "compile_s": compile_s,
+            "compile_cache": cache,
             "stablehlo_lines": text.count("\n"),
             "matrix_products": text.count("stablehlo.dot_general"),
             "phases_s": phases}
@@ -346,7 +360,7 @@ def run_model(name: str, args) -> dict:
       # of which: placing the host batch on the devices (to_device_batch)
       "host_put_fraction": put / (e2e_s * args.steps),
       "phases_s": phases,
-      "compile_s": compile_s,
+      "compile_s": compile_s, "compile_cache": cache,
       "peak_device_bytes": _peak_device_bytes(),
       "xla_step_bytes": _memory_analysis_bytes(compiled),
       "metrics_finite": finite,
@@ -464,6 +478,12 @@ def _host_input(row: dict) -> str:
   return f"{threads} thread{'s' * (threads != 1)}"
 
 
+def _compile_cell(row: dict) -> str:
+  """Compile seconds; "(cache hit)" when the persistent cache served it."""
+  cell = _fmt(row["compile_s"], 1)
+  return cell + " (cache hit)" if row.get("compile_cache") == "hit" else cell
+
+
 def markdown(result: dict) -> str:
   """The table of ``result`` (accelerator.json's content) as markdown."""
   m = result["machine"]
@@ -488,14 +508,14 @@ def markdown(result: dict) -> str:
           f"| {r['title']} | {r['views']} | | {r['batch']} | {r['devices']} "
           f"| compile only: trace + lower {r['trace_and_lower_s']:.1f} s, "
           f"{r['matrix_products']} matrix products | | | | "
-          f"{_fmt(r['compile_s'], 1)} | | |")
+          f"{_compile_cell(r)} | | |")
       continue
     lines.append(
         f"| {r['title']} | {r['views']} | {r['dtype']} | {r['batch']} | "
         f"{r['devices']} | {_host_input(r)} | "
         f"{_fmt(r['step_images_per_s'], 1)} | "
         f"{_fmt(r['e2e_images_per_s'], 1)} | "
-        f"{_fmt(100 * r['stall_fraction'], 1)} | {_fmt(r['compile_s'], 1)} | "
+        f"{_fmt(100 * r['stall_fraction'], 1)} | {_compile_cell(r)} | "
         f"{_gib(r['peak_device_bytes'])} | {_gib(r['xla_step_bytes'])} |")
   t = result["torch"]
   if "skipped" in t:
@@ -582,6 +602,12 @@ def parse_args(argv=None):
                       "device memory is then the running maximum); auto: "
                       "no with --smoke, else yes")
   parser.add_argument("--model_timeout", type=float, default=600.0)
+  parser.add_argument("--compilation_cache", default=None,
+                      help="JAX's persistent compilation cache directory "
+                      "(ssljax.compilation_cache.enable; 'auto': the main "
+                      "job's default). Unset: as the process is. A run with "
+                      "--compile_only fills it, so that a timed run after it "
+                      "loads every step (its rows say compile cache hit)")
   parser.add_argument("--compile_only", action="store_true",
                       help="stop each model after compiling its step: "
                       "trace + lower and compile seconds, the lowered "
@@ -616,7 +642,9 @@ def child_argv(args, extra: list[str]) -> list[str]:
           "--image_jitter", str(args.image_jitter), "--num_images",
           str(args.num_images), "--data_dir", args.data_dir,
           "--batch_per_device", str(args.batch_per_device),
-          "--torch_device", args.torch_device, *extra]
+          "--torch_device", args.torch_device, *extra,
+          *(("--compilation_cache", args.compilation_cache)
+            if args.compilation_cache else ())]
   return argv + (["--smoke"] if args.smoke else []) + (
       ["--torch_compile"] if args.torch_compile else []) + (
           ["--compile_only"] if args.compile_only else [])

@@ -62,30 +62,47 @@ def _check_result(result, out, models):
       assert "| n/a |" in line
 
 
-def test_smoke_of_one_model_writes_the_json_and_the_table(tmp_path):
-  """The cheapest model (ViT-Tiny MAE on 28 px), in this process: ~25 s."""
-  out = str(tmp_path / "out")
-  result = accelerator.main(["--out", out, "--smoke", "--isolate", "no",
-                             "--models", "vitt4_mae_fmnist", "--torch", "off",
-                             "--data_dir", str(tmp_path)])
-  _check_result(result, out, ["vitt4_mae_fmnist"])
-  assert result["torch"] == {"skipped": "--torch off"}
+@pytest.fixture
+def restore_compilation_cache():
+  """Gives this process's persistent-cache directory back after the test."""
+  import jax
+  from jax.experimental.compilation_cache import compilation_cache as jax_cc
+  before = jax.config.jax_compilation_cache_dir
+  yield
+  jax.config.update("jax_compilation_cache_dir", before)
+  jax_cc.reset_cache()
 
 
-def test_compile_only_counts_the_step_and_stops(tmp_path):
-  """--compile_only: compile figures and the lowered step's matrix products
-  (the smoke ViT-Tiny MAE has some), no timings, a 12-column table row."""
-  out = str(tmp_path / "out")
-  result = accelerator.main(["--out", out, "--smoke", "--isolate", "no",
-                             "--models", "vitt4_mae_fmnist", "--torch", "off",
-                             "--data_dir", str(tmp_path), "--compile_only"])
+def test_compile_only_fills_the_cache_that_the_timed_run_loads(
+    tmp_path, restore_compilation_cache):
+  """The cheapest model (ViT-Tiny MAE on 28 px), in this process, twice with
+  one cache directory: --compile_only gives compile figures and the lowered
+  step's matrix products, no timings, a 12-column row, and misses the empty
+  cache; the timed run after it then loads that very program (a hit: the
+  warm-up compiles exactly what is timed) and writes a sound row."""
+  cache = str(tmp_path / "cache")
+  argv = ["--smoke", "--isolate", "no", "--models", "vitt4_mae_fmnist",
+          "--torch", "off", "--data_dir", str(tmp_path),
+          "--compilation_cache", cache]
+  out = str(tmp_path / "compile_only")
+  result = accelerator.main(["--out", out, *argv, "--compile_only"])
   (row,) = result["rows"]
+  assert row["compile_cache"] == "miss"
   assert row["matrix_products"] > 0 and row["stablehlo_lines"] > 0
   assert 0 < row["trace_and_lower_s"] <= row["compile_s"]
   assert "step_images_per_s" not in row and "compile" in row["phases_s"]
   with open(os.path.join(out, "accelerator.md")) as f:
     (line,) = [l for l in f if l.startswith(f"| {row['title']} ")]
   assert "compile only" in line and len(line.split("|")) == 14
+  assert os.listdir(cache)
+
+  out = str(tmp_path / "out")
+  result = accelerator.main(["--out", out, *argv])
+  _check_result(result, out, ["vitt4_mae_fmnist"])
+  assert result["torch"] == {"skipped": "--torch off"}
+  assert result["rows"][0]["compile_cache"] == "hit"
+  with open(os.path.join(out, "accelerator.md")) as f:
+    assert "(cache hit)" in f.read()
 
 
 @pytest.mark.slow
