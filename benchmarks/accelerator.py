@@ -64,6 +64,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -441,7 +442,7 @@ def run_torch(args) -> dict:
       loss = fn(x1, x2)
     sync()
     windows.append((time.perf_counter() - start) / args.steps)
-  step_s = sorted(windows)[len(windows) // 2]
+  step_s = statistics.median(windows)  # as the JAX rows (np.median)
   return {"model": "torch_r50", "title": "PyTorch ResNet-50 VICReg",
           "views": f"2×{size}", "num_views": 2, "dtype": "bfloat16 autocast",
           "batch": b, "devices": 1, "torch": torch.__version__,
@@ -476,6 +477,14 @@ def _host_input(row: dict) -> str:
   if workers:
     return f"{workers} processes × {threads} thread{'s' * (threads != 1)}"
   return f"{threads} thread{'s' * (threads != 1)}"
+
+
+def _torch_loss_note(t: dict) -> str:
+  """Says so when the PyTorch step's loss ended non-finite (its SGD at lr
+  0.1 on random views can diverge; a step costs the same either way)."""
+  if t.get("loss_finite", True):
+    return ""
+  return ", loss non-finite after the timed steps"
 
 
 def _compile_cell(row: dict) -> str:
@@ -525,7 +534,7 @@ def markdown(result: dict) -> str:
               f"{t['torch']}, channels_last, bf16 autocast, torch.compile "
               f"{'on' if t['torch_compile'] else 'off'}): batch {t['batch']}, "
               f"{_fmt(t['step_images_per_s'], 1)} img/s, peak "
-              f"{_gib(t['peak_device_bytes'])}."]
+              f"{_gib(t['peak_device_bytes'])}{_torch_loss_note(t)}."]
     jax_row = next((r for r in result["rows"] if r["model"] == "r50_in1k"
                     and "error" not in r), None)
     if jax_row and jax_row["batch"] == t["batch"] * jax_row["devices"]:

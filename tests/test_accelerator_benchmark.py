@@ -168,3 +168,8 @@ def test_table_gives_the_jax_over_pytorch_ratio_per_device():
           "12 processes × 1 thread | 3,000.0 | 2,500.0 | 16.7 | 40.0 | "
           "30.00 GiB | 28.00 GiB |") in lines
   assert lines[-1] == "JAX / PyTorch step img/s: 1.50 (per device)."
+  assert "non-finite" not in accelerator.markdown(result)
+  torch_row["loss_finite"] = False  # said, and the ratio still given
+  lines = accelerator.markdown(result).splitlines()
+  assert lines[-2].endswith("loss non-finite after the timed steps.")
+  assert lines[-1] == "JAX / PyTorch step img/s: 1.50 (per device)."
