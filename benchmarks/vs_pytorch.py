@@ -614,6 +614,9 @@ def main(argv=None):
   job.add_argument("--num-workers", type=int, default=2)
   job.add_argument("--idx-dir", default=IDX_DIR)
   job.add_argument("--out-json", help="also write the summary here")
+  job.add_argument("--seed", type=int, default=0,
+                   help="torch.manual_seed and the probe's validation split "
+                   "(compare with the main job's --config.seed)")
   for name, value in OPTIM.items():
     job.add_argument("--" + name.replace("_", "-"), type=float, default=value,
                      help=f"optimiser (default: the main job's, {value:g})")
@@ -645,7 +648,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   if args.command == "torch":
     summary = torch_job(args.epochs, num_workers=args.num_workers,
-                        idx_dir=args.idx_dir,
+                        seed=args.seed, idx_dir=args.idx_dir,
                         optim={name: getattr(args, name) for name in OPTIM})
     if args.out_json:
       with open(args.out_json, "w") as f:

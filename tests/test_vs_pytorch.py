@@ -135,3 +135,16 @@ def test_torch_job_mirrors_the_main_jobs_optimiser_and_schedule():
                                                     total) for s in steps])
     np.testing.assert_allclose(theirs * optim.learning_rate, ours, rtol=1e-5,
                                atol=1e-9)
+
+
+def test_torch_command_passes_seed_and_optimiser_to_the_job(monkeypatch):
+  """`vs_pytorch.py torch --seed S --learning-rate X` reaches torch_job (so a
+  seed of the PyTorch job pairs with the main job's --config.seed)."""
+  calls = []
+  monkeypatch.setattr(vs_pytorch, "torch_job",
+                      lambda epochs, **kw: calls.append((epochs, kw)) or {})
+  vs_pytorch.main(["torch", "--epochs", "1", "--seed", "2",
+                   "--learning-rate", "1e-3"])
+  ((epochs, kw),) = calls
+  assert epochs == 1 and kw["seed"] == 2
+  assert kw["optim"] == {**vs_pytorch.OPTIM, "learning_rate": 1e-3}
