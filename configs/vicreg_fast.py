@@ -15,8 +15,9 @@ initialisation and BatchNorm momentum (ssljax.models.initializers), views,
 loss and optimiser are the main job's, except the peak learning rate: 2e-3,
 the main job's when these runs were made (it now uses 4e-3). Measured on
 quiet cores of the 2-core development machine (2026-11-26, `/usr/bin/time`
-of the whole command, empty compilation cache): probe 0.9034, k-NN 0.8570 in 10 min 1 s (12 min 47 s
-and 0.9031 before SmallCNN ran its training convolutions on chunks); 8
+of the whole command, empty compilation cache): probe 0.9034, k-NN 0.8570
+in 10 min 1 s (12 min 47 s and 0.9031 before SmallCNN ran its training
+convolutions on chunks); 8
 epochs gave 0.9014 in 12 min 1 s, 10 epochs 0.9051 in 16 min 2 s (before
 the faster probe solver).
 With the main job's 512-channel stage, 10 epochs gave 0.8986 in 10 min 9 s

@@ -1,7 +1,8 @@
 """Shared fixtures and helpers.
 
 Fixtures: a tfds data dir with fashion_mnist_local prepared once, float64
-for one test, fast compiles. Helpers imported by test modules
+for one test, fast compiles, the persistent compilation cache's options
+restored after a test. Helpers imported by test modules
 (`from conftest import ...`): `lbfgs_minimize` (SciPy L-BFGS on a jax
 function), `pad_bcoo` (BCOO padding slots) and `import_experiment`.
 """
@@ -112,6 +113,25 @@ def x64():
   import jax  # pylint: disable=import-outside-toplevel
   with jax.enable_x64(True):
     yield
+
+
+@pytest.fixture
+def restore_compilation_cache():
+  """Gives back the process's persistent-cache options after a test that
+  turns the cache on elsewhere (`ssljax.compilation_cache.enable`), and
+  resets JAX's cache object so later tests do not write into that test's
+  folder."""
+  # pylint: disable=import-outside-toplevel
+  import jax
+  from jax.experimental.compilation_cache import compilation_cache as jax_cc
+  names = ("jax_compilation_cache_dir",
+           "jax_persistent_cache_min_compile_time_secs",
+           "jax_persistent_cache_min_entry_size_bytes")
+  saved = {n: getattr(jax.config, n) for n in names}
+  yield
+  for n, v in saved.items():
+    jax.config.update(n, v)
+  jax_cc.reset_cache()
 
 
 @pytest.fixture(scope="module")

@@ -62,17 +62,6 @@ def _check_result(result, out, models):
       assert "| n/a |" in line
 
 
-@pytest.fixture
-def restore_compilation_cache():
-  """Gives this process's persistent-cache directory back after the test."""
-  import jax
-  from jax.experimental.compilation_cache import compilation_cache as jax_cc
-  before = jax.config.jax_compilation_cache_dir
-  yield
-  jax.config.update("jax_compilation_cache_dir", before)
-  jax_cc.reset_cache()
-
-
 def test_compile_only_fills_the_cache_that_the_timed_run_loads(
     tmp_path, restore_compilation_cache):
   """The cheapest model (ViT-Tiny MAE on 28 px), in this process, twice with

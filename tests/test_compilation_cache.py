@@ -5,25 +5,11 @@ import os
 
 import jax
 import jax.numpy as jnp
-import pytest
-from jax.experimental.compilation_cache import compilation_cache as jax_cc
 
 from ssljax import compilation_cache
 
 
-@pytest.fixture
-def restore_jax_config():
-  names = ("jax_compilation_cache_dir",
-           "jax_persistent_cache_min_compile_time_secs",
-           "jax_persistent_cache_min_entry_size_bytes")
-  saved = {n: getattr(jax.config, n) for n in names}
-  yield
-  for n, v in saved.items():
-    jax.config.update(n, v)
-  jax_cc.reset_cache()  # later tests must not write into this test's cache
-
-
-def test_off_with_empty_string(restore_jax_config):
+def test_off_with_empty_string(restore_compilation_cache):
   before = jax.config.jax_compilation_cache_dir
   assert compilation_cache.enable("") is None
   assert compilation_cache.enable(None) is None
@@ -40,12 +26,12 @@ def test_auto_respects_xdg_cache_home(tmp_path, monkeypatch):
 
 
 def test_auto_keeps_a_directory_the_process_set(tmp_path,
-                                                restore_jax_config):
+                                                restore_compilation_cache):
   jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
   assert compilation_cache.enable("auto") == str(tmp_path / "mine")
 
 
-def test_a_compiled_program_is_written(tmp_path, restore_jax_config):
+def test_a_compiled_program_is_written(tmp_path, restore_compilation_cache):
   # This process has compiled programs before with no cache (the full
   # suite): enable must still take effect.
   jax.jit(lambda x: x * 7.654321)(jnp.arange(3.0)).block_until_ready()
