@@ -8,14 +8,18 @@ The baselines `ssljax.evaluators.raw_pixel_probe` and
 its inputs (`Evaluator.inputs`).
 
 Metrics: ``<name>/test_accuracy``, ``<name>/val_accuracy`` (of the chosen
-strength on the held-out rows) and ``<name>/l2`` (the chosen strength).
+strength on the held-out rows) and ``<name>/l2`` (the chosen strength); with
+``cv_folds`` = k >= 2 also ``<name>/cv_accuracy`` and ``<name>/cv_std``, the
+k-fold cross-validated accuracy on the train split and its spread across
+folds (`ssljax.cross_validation`: the score to choose pretraining settings
+by, since it never reads the test split).
 """
 
 from __future__ import annotations
 
 import numbers
 
-from ssljax import evaluate
+from ssljax import cross_validation, evaluate
 from ssljax.evaluators import base, baseline_cache, check_option
 
 __all__ = ["Evaluator"]
@@ -30,14 +34,17 @@ class Evaluator(base.Evaluator):
     val_fraction: fraction of the train rows held out to choose L2, in (0, 1).
     max_iter: L-BFGS iterations per fit (>= 1).
     search_rows: train rows used while choosing L2 (>= 1; None: all).
-    seed: seed of the train/validation split (None: ``ctx.config.seed``).
+    seed: seed of the train/validation split and of the folds (None:
+      ``ctx.config.seed``).
+    cv_folds: 0 (off) or k >= 2: also score the probe by stratified k-fold
+      cross-validation on the train features (k more probe fits).
   """
 
   uses_labels = True
 
   def __init__(self, name, ctx, *, every_steps=None,
                l2_grid=(1e-6, 1e-5, 1e-4, 1e-3, 1e-2), val_fraction=0.1,
-               max_iter=100, search_rows=20000, seed=None):
+               max_iter=100, search_rows=20000, seed=None, cv_folds=0):
     super().__init__(name, ctx, every_steps=every_steps)
     real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
     count = lambda v: isinstance(v, numbers.Integral) and not isinstance(
@@ -57,16 +64,26 @@ class Evaluator(base.Evaluator):
     check_option(name, "seed", seed, seed is None or (
         isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
         and seed >= 0), "an integer >= 0 or None")
+    check_option(name, "cv_folds", cv_folds, isinstance(
+        cv_folds, numbers.Integral) and not isinstance(cv_folds, bool) and (
+            cv_folds == 0 or cv_folds >= 2), "0 (off) or an integer >= 2")
     self.l2_grid, self.val_fraction = tuple(l2_grid), val_fraction
     self.max_iter, self.search_rows, self.seed = max_iter, search_rows, seed
+    self.cv_folds = cv_folds
 
   def probe(self, xtr, ytr, xte, yte) -> dict:
-    """`ssljax.evaluate.linear_probe` with this evaluator's options."""
+    """`ssljax.evaluate.linear_probe` with this evaluator's options, and
+    with ``cv_folds`` its cross-validated accuracy on the train rows."""
     seed = self.ctx.config.seed if self.seed is None else self.seed
-    return evaluate.linear_probe(
-        xtr, ytr, xte, yte, l2_grid=self.l2_grid,
-        val_fraction=self.val_fraction, max_iter=self.max_iter,
-        max_search_rows=self.search_rows, seed=seed, progress=self.ctx.shown)
+    options = dict(l2_grid=self.l2_grid, val_fraction=self.val_fraction,
+                   max_iter=self.max_iter, max_search_rows=self.search_rows,
+                   seed=seed, progress=self.ctx.shown)
+    out = evaluate.linear_probe(xtr, ytr, xte, yte, **options)
+    if self.cv_folds:
+      cv = cross_validation.cross_validated_probe(
+          xtr, ytr, folds=self.cv_folds, **options)
+      out = {**out, "cv_accuracy": cv["cv_accuracy"], "cv_std": cv["cv_std"]}
+    return out
 
   def cache_directory(self) -> str | None:
     """The baseline cache's directory (``config.eval_inputs.baseline_cache``),
@@ -77,9 +94,12 @@ class Evaluator(base.Evaluator):
   def cache_options(self) -> dict:
     """The probe options a cached result is keyed by."""
     seed = self.ctx.config.seed if self.seed is None else self.seed
-    return dict(l2_grid=list(self.l2_grid), val_fraction=self.val_fraction,
-                max_iter=self.max_iter, search_rows=self.search_rows,
-                seed=seed)
+    options = dict(l2_grid=list(self.l2_grid), val_fraction=self.val_fraction,
+                   max_iter=self.max_iter, search_rows=self.search_rows,
+                   seed=seed)
+    if self.cv_folds:  # keys stored before the option existed stay valid
+      options["cv_folds"] = self.cv_folds
+    return options
 
   def load_cached(self, directory: str, digest: str) -> dict | None:
     """The stored result of ``digest`` (announced in one line), or None."""
@@ -130,3 +150,6 @@ class Evaluator(base.Evaluator):
     yield f"{self.name}/test_accuracy", out["test_accuracy"]
     yield f"{self.name}/val_accuracy", out["val_accuracy"]
     yield f"{self.name}/l2", out["l2"]
+    if "cv_accuracy" in out:
+      yield f"{self.name}/cv_accuracy", out["cv_accuracy"]
+      yield f"{self.name}/cv_std", out["cv_std"]
