@@ -190,7 +190,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   probe = dict(l2_grid=(1e-6, 1e-5, 1e-4, 1e-3, 1e-2),
                val_fraction=0.1,  # of the train split, for choosing L2
                max_iter=100,  # L-BFGS iterations per fit
-               search_rows=20000)  # train rows used while choosing L2
+               search_rows=20000,  # train rows used while choosing L2
+               # k >= 2: also <name>/cv_accuracy, stratified k-fold on the
+               # train split (k more fits): the score to choose settings by.
+               cv_folds=0)
   c.evals.probe = evals_entry("linear_probe", **probe)
   c.evals.knn = evals_entry("knn", k=20, temperature=0.07)  # weighted, cosine
   c.evals.raw_pixel_probe = evals_entry("raw_pixel_probe", **probe)
