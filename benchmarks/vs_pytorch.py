@@ -16,9 +16,10 @@ The PyTorch job is the main job (configs/vicreg.py on configs/common.py)
 written the way a PyTorch user writes it, not the way ssljax does:
 Fashion-MNIST from the IDX files read with NumPy; a ``Dataset`` whose
 ``__getitem__`` makes two views per image with ``torchvision.transforms.v2``
-(random resized crop of area (0.2, 1) and aspect (3/4, 4/3), horizontal flip
-0.5, brightness and contrast 0.4 with probability 0.8, random erasing 0.5 of
-area (0.02, 0.2)), a ``DataLoader`` with 2 workers; the CNN 16-32-64-512
+(``VIEWS``, the main job's values: random resized crop of area (0.3, 1) and
+aspect (3/4, 4/3), horizontal flip 0.5, brightness and contrast 0.4 with
+probability 0.8, random erasing 0.5 of area (0.02, 0.2)), a ``DataLoader``
+with 2 workers; the CNN 16-32-64-512
 (3x3 conv, BatchNorm, ReLU, 2x2 average pooling between stages, global
 average), the projector 512-512 (Linear-BN-ReLU, plain last Linear), both
 with PyTorch's default initialisation; lightly's ``VICRegLoss`` (λ = 25,
@@ -71,6 +72,11 @@ L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
 # weights of ndim > 1, warm-up epochs, final lr / peak lr.
 OPTIM = {"learning_rate": 4e-3, "weight_decay": 1e-4, "warmup_epochs": 1.0,
          "end_lr_factor": 0.01}
+# The main job's views (configs/vicreg.py's ``views``; a test keeps the two
+# equal): the torchvision v2 transform below is built from these values.
+VIEWS = {"crop_scale": (0.3, 1.0), "crop_ratio": (3 / 4, 4 / 3),
+         "flip_prob": 0.5, "jitter_prob": 0.8, "brightness": 0.4,
+         "contrast": 0.4, "erase_prob": 0.5, "erase_scale": (0.02, 0.2)}
 FRAMEWORKS = ("ssljax", "pytorch")
 GIB = 2.0 ** 30
 
@@ -135,13 +141,17 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   train_x, train_y = fashion_mnist("train", idx_dir)
   test_x, test_y = fashion_mnist("test", idx_dir)
 
+  views = VIEWS
   transform = v2.Compose([
-      v2.RandomResizedCrop(28, scale=(0.2, 1.0), ratio=(3 / 4, 4 / 3),
-                           antialias=True),
-      v2.RandomHorizontalFlip(0.5),
-      v2.RandomApply([v2.ColorJitter(brightness=0.4, contrast=0.4)], p=0.8),
+      v2.RandomResizedCrop(28, scale=views["crop_scale"],
+                           ratio=views["crop_ratio"], antialias=True),
+      v2.RandomHorizontalFlip(views["flip_prob"]),
+      v2.RandomApply([v2.ColorJitter(brightness=views["brightness"],
+                                     contrast=views["contrast"])],
+                     p=views["jitter_prob"]),
       v2.ToDtype(torch.float32, scale=True),
-      v2.RandomErasing(p=0.5, scale=(0.02, 0.2), ratio=(0.3, 3.3), value=0),
+      v2.RandomErasing(p=views["erase_prob"], scale=views["erase_scale"],
+                       ratio=(0.3, 3.3), value=0),
   ])
 
   class TwoViews(Dataset):

@@ -116,6 +116,18 @@ def test_torch_probe_and_knn_follow_our_protocol():
                                  t(y_test)) == pytest.approx(knn, abs=1e-9)
 
 
+def test_torch_job_mirrors_the_main_jobs_views():
+  # The transform is built from VIEWS, which must follow configs/vicreg.py;
+  # the ops the mirror does not build must stay off in the main job.
+  from configs import vicreg  # pylint: disable=import-outside-toplevel
+  views = vicreg.get_config().views
+  assert {k: (tuple(views[k]) if isinstance(views[k], tuple) else views[k])
+          for k in vs_pytorch.VIEWS} == vs_pytorch.VIEWS
+  assert views.crop == "random_resized" and views.num_local == 0
+  assert views.num_global == 2 and views.size == 0
+  assert views.blur_prob == views.solarize_prob == views.noise_std == 0
+
+
 def test_torch_job_mirrors_the_main_jobs_optimiser_and_schedule():
   # The PyTorch job is only a fair comparison while it trains with the main
   # job's optimiser: OPTIM must follow configs/vicreg.py, and its LambdaLR
