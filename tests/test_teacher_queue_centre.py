@@ -211,6 +211,9 @@ def test_online_probe_reaches_the_offline_probe_on_a_frozen_encoder(
   config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (64,)})
   config.optim.learning_rate = 1e-12  # the encoder stays at its init
   config.views.crop = "none"
+  # The crop range is not read without a random box, so it must be left
+  # at its neutral value (configs/vicreg.py sets its own).
+  config.views.crop_scale = (0.2, 1.0)
   for op in ("flip_prob", "jitter_prob", "erase_prob"):
     config.views[op] = 0.0
   config.num_steps = 300
