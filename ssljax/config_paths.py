@@ -187,9 +187,24 @@ def neutral_value(path: str):
   return 0.0
 
 
-def unread_problems(config) -> list[str]:
+def _value_at(config, path: str):
+  """The value at dotted ``path`` of ``config``; None where it is absent."""
+  node = config
+  for part in path.split("."):
+    node = node.get(part) if hasattr(node, "get") else None
+  return node
+
+
+def unread_problems(config, defaults=None) -> list[str]:
   """One line per field that the path of ``config`` does not read and that
   is set to something else than its neutral value.
+
+  Args:
+    config: the run's config.
+    defaults: optional, the same config as its file ships it (before
+      command-line overrides). An unread field that keeps the file's value
+      is accepted too: the user did not set it (e.g. ``--config.views.crop=
+      none`` on a config file whose own crop range is not common's).
 
   Returns:
     lines such as ``config.views.saturation=0.4 is not read: views.
@@ -207,6 +222,8 @@ def unread_problems(config) -> list[str]:
     if parent is None or leaf not in parent:
       continue
     value, neutral = parent[leaf], neutral_value(path)
+    if defaults is not None and _same(value, _value_at(defaults, path)):
+      continue
     if path.startswith("views.") and path.removeprefix("views.") in (
         *PER_VIEW_SWITCHES, *RGB_ONLY):
       if all(_neutral(path, x) for x in _view_values(config, leaf)):
@@ -215,6 +232,9 @@ def unread_problems(config) -> list[str]:
       continue
     why = unread_reason(config, path)
     if why is not None:
+      keep, shipped = repr(neutral), _value_at(defaults or {}, path)
+      if shipped is not None and not _same(shipped, neutral):
+        keep += f" (or the config file's {shipped!r})"
       problems.append(f"config.{path}={value!r} is not read: {why}; leave it"
-                      f" at {neutral!r} or change that")
+                      f" at {keep} or change that")
   return problems

@@ -279,7 +279,8 @@ def _evals_problems(config) -> list[str]:
   return problems
 
 
-def validate(config: ml_collections.ConfigDict) -> None:
+def validate(config: ml_collections.ConfigDict, *,
+             defaults: ml_collections.ConfigDict | None = None) -> None:
   """Checks every field of a main-job config; cheap, loads no data.
 
   In order: fields renamed since earlier versions (one line naming the new
@@ -290,6 +291,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
   Args:
     config: the run's ConfigDict (``configs/*.py`` after overrides).
+    defaults: optional, the same config file's ConfigDict without the
+      overrides: a field that the run's path does not read may then keep
+      the file's value as well as its neutral one (`ssljax.config_paths`).
 
   Raises:
     ConfigError: one line naming every bad field as ``config.<path>=<value>:
@@ -309,7 +313,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if not problems:
     problems += _unread_problems(config, methods.config_fields(config))
   if not problems:
-    problems += config_paths.unread_problems(config)
+    problems += config_paths.unread_problems(config, defaults)
   problems += _evals_problems(config)
   if problems:
     raise ConfigError("; ".join(problems))

@@ -164,7 +164,10 @@ def main(argv):
       raise
     _fail(_flag_error_message(e, sys.argv), USAGE_ERROR)
   try:  # every field, before any data is loaded or anything written
-    config_validation.validate(config)
+    # The file's own values of fields the run does not read are no choice
+    # of the user's (e.g. its crop range with --config.views.crop=none).
+    defaults = _load_config(spec) if spec is not None else None
+    config_validation.validate(config, defaults=defaults)
   except config_validation.ConfigError as e:
     if flags.FLAGS.verbosity >= 1:
       raise
@@ -189,7 +192,8 @@ def main(argv):
     # here, and every process must run the same config and code.
     if distributed.initialize(config.distributed):
       distributed.check_same_run(config)
-    results = train.train_and_evaluate(config, _WORKDIR.value)
+    results = train.train_and_evaluate(config, _WORKDIR.value,
+                                       defaults=defaults)
   except extras.MissingExtraError as e:  # e.g. a tfds dataset, no tfds
     if flags.FLAGS.verbosity >= 1:
       raise

@@ -151,8 +151,13 @@ def make_mesh(devices=None):
 
 
 # --------------------------------------------------------------------- main --
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
+                       defaults: ml_collections.ConfigDict | None = None
+                       ) -> dict:
   """Pretrains ``config.method`` and runs its evaluators; writes under workdir.
+
+  ``defaults`` (optional) is the config file's config before overrides, as
+  `ssljax.config_validation.validate` takes it.
 
   Writes ``checkpoints/`` (orbax; a rerun with the same workdir resumes from
   the latest), ``metrics.jsonl``, ``tensorboard/``, ``config.json``,
@@ -181,7 +186,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   start_time = time.time()
   seconds = {}  # wall time of each phase, results.json "seconds"
   # Every field, before anything is loaded or written (one-line ConfigError).
-  config_validation.validate(config)
+  config_validation.validate(config, defaults=defaults)
   compilation_cache.enable(config.get("compilation_cache_dir", "auto"))
   compilation_cache.use_threefry_gpu_kernel()
   os.makedirs(workdir, exist_ok=True)

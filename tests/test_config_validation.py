@@ -203,3 +203,34 @@ def test_view_comparing_evaluator_refused_on_one_view_config(kind):
   assert "\n" not in message
   config.evals[kind] = None
   config_validation.validate(config)  # the shipped config itself is fine
+
+
+def test_unread_field_may_keep_the_config_files_own_value():
+  """With the file's config as ``defaults``, a field the path does not read
+  may keep the file's value (the main job's crop range under crop='none');
+  a value the user set is still refused, naming both accepted values."""
+  config, shipped = _config(), _config()
+  assert tuple(shipped.views.crop_scale) != (0.2, 1.0)  # not common's
+  config.views.crop = "none"
+  with pytest.raises(config_validation.ConfigError, match="crop_scale"):
+    config_validation.validate(config)  # no defaults: common's value only
+  config_validation.validate(config, defaults=shipped)
+  config.views.crop_scale = (0.5, 1.0)
+  with pytest.raises(config_validation.ConfigError) as info:
+    config_validation.validate(config, defaults=shipped)
+  assert "leave it at (0.2, 1.0) (or the config file's (0.3, 1.0))" in str(
+      info.value)
+
+
+def test_entry_point_judges_unread_fields_against_the_config_file(tmp_path):
+  """``--config.views.crop=none`` on the main job refuses only the field the
+  user set (pad), not the file's own crop range, which the run ignores."""
+  workdir = tmp_path / "run"
+  proc = _main("--config", os.path.join(REPO, "configs", "vicreg.py"),
+               f"--workdir={workdir}", "--config.views.crop=none",
+               "--config.views.pad=8")
+  line, = proc.stderr.strip().splitlines()
+  assert proc.returncode == 2
+  assert "config.views.pad=8 is not read" in line
+  assert "crop_scale" not in line
+  assert not workdir.exists()
