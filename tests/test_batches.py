@@ -8,6 +8,7 @@ clear errors); a tfds ArrayRecord split streams the same records as the
 in-memory split; the host and device crops cut the same box.
 """
 
+import math
 import os
 
 import jax
@@ -361,16 +362,74 @@ def test_eval_batches_centre_crop_images_of_other_sizes(folder):
   np.testing.assert_array_equal(chunk, fixed.images[:7])
 
 
-def test_boxes_lie_in_the_image_with_the_requested_area():
-  u = np.random.default_rng(0).random((2000, 4))
-  y0, x0, h, w = crops.box_fractions(u, (0.2, 0.6), (3 / 4, 4 / 3), 30, 40)
-  assert (y0 >= 0).all() and (y0 + h <= 1 + 1e-12).all()
-  assert (x0 >= 0).all() and (x0 + w <= 1 + 1e-12).all()
-  ratio = (w * 40) / (h * 30)
-  unclipped = (h < 1) & (w < 1)
-  assert np.all((ratio[unclipped] > 0.75 - 1e-9) & (ratio[unclipped] < 4 / 3 + 1e-9))
-  np.testing.assert_allclose((h * w)[unclipped], 0.2 + 0.4 * u[unclipped, 0],
-                             rtol=1e-12)
+def _torchvision_box(u, scale, ratio, height, width):
+  """RandomResizedCrop.get_params of torchvision, written out for one image
+  with the draws taken from u (T, 4) instead of torch's generator."""
+  for area_u, ratio_u, top_u, left_u in u:
+    area = height * width * (scale[0] + (scale[1] - scale[0]) * area_u)
+    aspect = math.exp(math.log(ratio[0]) +
+                      (math.log(ratio[1]) - math.log(ratio[0])) * ratio_u)
+    w = int(round(math.sqrt(area * aspect)))
+    h = int(round(math.sqrt(area / aspect)))
+    if 0 < w <= width and 0 < h <= height:
+      return (int(top_u * (height - h + 1)), int(left_u * (width - w + 1)),
+              h, w)
+  if width / height < min(ratio):
+    w, h = width, int(round(width / min(ratio)))
+  elif width / height > max(ratio):
+    h, w = height, int(round(height * max(ratio)))
+  else:
+    h, w = height, width
+  return (height - h) // 2, (width - w) // 2, h, w
+
+
+@pytest.mark.parametrize("scale,ratio,height,width", [
+    ((0.3, 1.0), (3 / 4, 4 / 3), 28, 28),  # the main job: redraws matter
+    ((0.08, 1.0), (3 / 4, 4 / 3), 30, 40),
+    ((0.05, 0.4), (1 / 2, 2.0), 32, 32),
+    ((0.5, 1.0), (3 / 4, 4 / 3), 10, 60),  # nothing fits: the fallback
+    ((0.9, 1.0), (3 / 4, 4 / 3), 60, 10)])
+def test_boxes_are_torchvisions_random_resized_crop(scale, ratio, height,
+                                                    width):
+  """From the same uniforms, box_fractions draws torchvision's boxes: the
+  first of ten candidates that fits, in whole pixels, else the centred
+  fallback; in float64 (numpy) and float32 (the device crop's jnp)."""
+  u = np.random.default_rng(0).random((3000, crops.CROP_TRIES, 4))
+  want = np.array([_torchvision_box(x, scale, ratio, height, width)
+                   for x in u])
+  sides = np.array([height, width, height, width])  # (y0, x0, h, w)
+  got = np.stack(crops.box_fractions(u, scale, ratio, height, width), 1)
+  np.testing.assert_allclose(got * sides, want, atol=1e-9)
+  u32 = jnp.asarray(u, jnp.float32)
+  want32 = np.array([_torchvision_box(x, scale, ratio, height, width)
+                     for x in np.asarray(u32, np.float64)])
+  got32 = np.stack(crops.box_fractions(u32, scale, ratio, height, width,
+                                       xp=jnp), 1) * sides
+  # float32 may round a side that lies within an ulp of a half pixel the
+  # other way: allow a few such rows, never a box outside the image.
+  assert np.mean(np.abs(got32 - want32).max(1) > 1e-3) < 2e-3
+  top, left, h, w = got32.T
+  assert (top >= 0).all() and (top + h <= height + 1e-4).all()
+  assert (left >= 0).all() and (left + w <= width + 1e-4).all()
+
+
+def test_redrawn_boxes_keep_the_requested_ranges():
+  """Every drawn box has its area and aspect in range (up to whole-pixel
+  rounding), unlike clipping an oversized draw, which enlarges it."""
+  u = np.random.default_rng(1).random((20000, crops.CROP_TRIES, 4))
+  _, _, h, w = crops.box_fractions(u, (0.3, 1.0), (3 / 4, 4 / 3), 64, 64)
+  # A half-pixel rounding of sides of >= 30 pixels moves the area and the
+  # aspect by < 4 %.
+  assert (h * w >= 0.3 * 0.96).all() and (h * w <= 1.0).all()
+  assert (np.abs(np.log(w / h)) <= np.log(4 / 3) + 0.04).all()
+  # One candidate per box, clipped (the former rule): 1 in 5 boxes is
+  # enlarged, and the mean area rises by more than 0.03.
+  first = u[:, 0]
+  area = 0.3 + 0.7 * first[:, 0]
+  aspect = np.exp(np.log(3 / 4) + np.log(16 / 9) * first[:, 1])
+  clipped = (np.minimum(np.sqrt(area / aspect), 1) *
+             np.minimum(np.sqrt(area * aspect), 1))
+  assert clipped.mean() > np.mean(h * w) + 0.03
 
 
 def test_full_box_device_crop_is_the_identity():
@@ -385,7 +444,7 @@ def test_host_and_device_crops_cut_the_same_box():
   ys, xs = np.mgrid[0:32, 0:32]
   ramp = np.stack([4 * ys + 2, 3 * xs + 20, 2 * (ys + xs)], -1).astype(np.uint8)
   key = jax.random.key(5)
-  u = np.asarray(jax.random.uniform(key, (1, 4)))
+  u = np.asarray(jax.random.uniform(key, (1, crops.CROP_TRIES, 4)))
   device = crops.device_crop(ramp[None], key, size=16, crop_scale=(0.3, 1.0))
   host = crops.host_crop(ramp, u[0], size=16, crop_scale=(0.3, 1.0))
   inner = (slice(2, -2), slice(2, -2))  # edges: the two clamp differently

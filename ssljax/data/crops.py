@@ -1,15 +1,22 @@
 """Random crops of a view: boxes, the device crop (jnp) and the host crop (Pillow).
 
 Both crops use one box distribution, the RandomResizedCrop of Szegedy et al.
-2015 ("Going deeper with convolutions", arXiv 1409.4842) as used by SimCLR
-(Chen et al. 2020, arXiv 2002.05709, App. A): from four uniforms
-u ∈ [0, 1)⁴, the area fraction is a = s₀ + (s₁ − s₀)·u₀, the aspect ratio
-(width / height) is log-uniform, r = exp(log r₀ + (log r₁ − log r₀)·u₁), the
-box sides as fractions of the image sides are h = min(√(a·W / (r·H)), 1) and
-w = min(√(a·r·H / W), 1), and the box corner is ((1 − h)·u₂, (1 − w)·u₃).
-Boxes are clipped to the image instead of redrawn (torchvision redraws up to
-ten times, then falls back to a centre crop), so one draw suffices and a
-crop is a pure function of its four uniforms.
+2015 ("Going deeper with convolutions", arXiv 1409.4842) exactly as
+torchvision samples it (``RandomResizedCrop.get_params``), the crop that
+SimCLR (Chen et al. 2020, arXiv 2002.05709, App. A) and its successors
+train with. A candidate box of an H x W image is drawn from two uniforms:
+area a = H·W·(s₀ + (s₁ − s₀)·u₀) pixels and aspect ratio (width / height)
+r = exp(log r₀ + (log r₁ − log r₀)·u₁), log-uniform; its sides are
+w = round(√(a·r)) and h = round(√(a / r)) pixels (half to even). Up to
+`CROP_TRIES` (10) candidates are drawn; the first with 0 < w ≤ W and
+0 < h ≤ H is taken, at the whole-pixel corner (⌊u₂·(H − h + 1)⌋,
+⌊u₃·(W − w + 1)⌋). If none fits, the box is torchvision's fallback: the
+whole image narrowed to the nearest allowed aspect ratio, centred.
+Redrawing, not clipping an oversized box to the image, keeps every drawn
+box's area in [s₀, s₁] and its aspect in [r₀, r₁]: a clipped box is larger
+than drawn, which weakens the augmentation where the range allows
+whole-image crops. A crop is a pure function of its (`CROP_TRIES`, 4)
+uniforms.
 
 Images of one fixed shape (Fashion-MNIST, CIFAR) are cropped on the devices,
 inside the jitted step (`device_crop`): the host ships each image once and
@@ -24,10 +31,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["CROP_MODES", "box_fractions", "center_crop", "device_crop",
-           "host_crop", "host_uniforms"]
+__all__ = ["CROP_MODES", "CROP_TRIES", "box_fractions", "center_crop",
+           "device_crop", "host_crop", "host_uniforms"]
 
 CROP_MODES = ("random_resized", "pad_and_crop", "none")
+# Candidate boxes per crop, as in torchvision's RandomResizedCrop.
+CROP_TRIES = 10
 # Folded into the host crop seeds so they never reuse the shuffle's.
 HOST_CROP_STREAM = 0xC20F
 
@@ -35,22 +44,53 @@ HOST_CROP_STREAM = 0xC20F
 def box_fractions(u, crop_scale, crop_ratio, height, width, xp=np):
   """RandomResizedCrop boxes (y0, x0, h, w) as fractions of the image sides.
 
+  The first of T candidate boxes that fits in the image, else the centred
+  fallback, in whole pixels, as torchvision's ``RandomResizedCrop`` draws
+  them (module docstring; Szegedy et al. 2015, arXiv 1409.4842).
+
   Args:
-    u: float (n, 4) uniforms in [0, 1).
+    u: float (n, T, 4) uniforms in [0, 1): candidate t of row i draws its
+      area and aspect from u[i, t, :2] and, if taken, its corner from
+      u[i, t, 2:]. A (n, 4) array is read as T = 1.
     crop_scale: (min, max) area fraction, 0 < min <= max <= 1.
     crop_ratio: (min, max) aspect ratio width / height, 0 < min <= max.
     height, width: image sides in pixels (scalars or (n,) arrays).
     xp: array module, numpy or jax.numpy.
 
   Returns:
-    (y0, x0, h, w), each float (n,), with 0 <= y0, y0 + h <= 1 (same for x).
+    (y0, x0, h, w), each float (n,): the box's corner and sides in pixels
+    divided by the image's sides, with 0 <= y0, y0 + h <= 1 (same for x).
   """
-  area = crop_scale[0] + (crop_scale[1] - crop_scale[0]) * u[:, 0]
+  u = u[:, None, :] if u.ndim == 2 else u
+  height, width = xp.asarray(height), xp.asarray(width)
+  rows_h, rows_w = (height[:, None], width[:, None]) if height.ndim else (
+      height, width)
+  area = rows_h * rows_w * (
+      crop_scale[0] + (crop_scale[1] - crop_scale[0]) * u[..., 0])
   log_lo, log_hi = math.log(crop_ratio[0]), math.log(crop_ratio[1])
-  aspect = xp.exp(log_lo + (log_hi - log_lo) * u[:, 1])
-  box_h = xp.minimum(xp.sqrt(area * width / (aspect * height)), 1.0)
-  box_w = xp.minimum(xp.sqrt(area * aspect * height / width), 1.0)
-  return (1.0 - box_h) * u[:, 2], (1.0 - box_w) * u[:, 3], box_h, box_w
+  aspect = xp.exp(log_lo + (log_hi - log_lo) * u[..., 1])
+  box_w = xp.round(xp.sqrt(area * aspect))  # (n, T) pixels, half to even
+  box_h = xp.round(xp.sqrt(area / aspect))
+  fits = (box_w > 0) & (box_w <= rows_w) & (box_h > 0) & (box_h <= rows_h)
+  first = xp.argmax(fits, axis=1)[:, None]  # the first fitting candidate
+  pick = lambda a: xp.take_along_axis(a, first, axis=1)[:, 0]
+  found = xp.any(fits, axis=1)
+  box_h, box_w = pick(box_h), pick(box_w)
+  top = xp.minimum(xp.floor(pick(u[..., 2]) * (height - box_h + 1)),
+                   height - box_h)
+  left = xp.minimum(xp.floor(pick(u[..., 3]) * (width - box_w + 1)),
+                    width - box_w)
+  # Fallback: the whole image, narrowed to the nearest allowed aspect.
+  image_ratio = width / height
+  fall_h = xp.where(image_ratio < crop_ratio[0],
+                    xp.round(width / crop_ratio[0]), height)
+  fall_w = xp.where(image_ratio > crop_ratio[1],
+                    xp.round(height * crop_ratio[1]), width)
+  box_h = xp.where(found, box_h, fall_h)
+  box_w = xp.where(found, box_w, fall_w)
+  top = xp.where(found, top, (height - fall_h) // 2)
+  left = xp.where(found, left, (width - fall_w) // 2)
+  return top / height, left / width, box_h / height, box_w / width
 
 
 def device_crop(images, key, *, size: int, crop: str = "random_resized",
@@ -94,7 +134,7 @@ def device_crop(images, key, *, size: int, crop: str = "random_resized",
     return jax.vmap(cut)(padded, offsets)
   if crop != "random_resized":
     raise ValueError(f"crop must be one of {CROP_MODES}, got {crop!r}")
-  u = jax.random.uniform(key, (batch, 4))
+  u = jax.random.uniform(key, (batch, CROP_TRIES, 4))
   y0, x0, box_h, box_w = box_fractions(u, crop_scale, crop_ratio, height,
                                        width, xp=jnp)
   # Output pixel i samples input coordinate (i + 0.5) / scale − translation
@@ -112,14 +152,15 @@ def device_crop(images, key, *, size: int, crop: str = "random_resized",
 
 def host_uniforms(seed: int, step: int, view: int, total_rows: int,
                   first_row: int, rows: int) -> np.ndarray:
-  """The (rows, 4) crop uniforms of rows [first_row, first_row + rows) of a
+  """The (rows, `CROP_TRIES`, 4) crop uniforms of rows [first_row,
+  first_row + rows) of a
   global batch of ``total_rows`` at ``step``, view ``view``.
 
   Drawn for the whole global batch and sliced, so each process gets the
   draws a single process would make for its rows.
   """
   rng = np.random.default_rng([seed, HOST_CROP_STREAM, step, view])
-  return rng.random((total_rows, 4))[first_row:first_row + rows]
+  return rng.random((total_rows, CROP_TRIES, 4))[first_row:first_row + rows]
 
 
 def host_crop(image: np.ndarray, u: np.ndarray, *, size: int,
@@ -130,7 +171,8 @@ def host_crop(image: np.ndarray, u: np.ndarray, *, size: int,
     image: uint8 (H, W, C), C = 1 or 3, any size (smaller images are
       upsampled by the resize), or a Pillow image in mode "RGB" or "L"
       (read as it is, without the copy into Pillow an array needs).
-    u: float (4,) uniforms in [0, 1) (`host_uniforms`).
+    u: float (`CROP_TRIES`, 4) uniforms in [0, 1) (`host_uniforms`), or
+      (4,) for one candidate.
     size: output side S.
     crop_scale, crop_ratio: as `box_fractions`.
 
@@ -145,7 +187,7 @@ def host_crop(image: np.ndarray, u: np.ndarray, *, size: int,
   else:
     (width, height), channels, pil = image.size, len(image.getbands()), image
   y0, x0, box_h, box_w = (float(v[0]) for v in box_fractions(
-      u[None], crop_scale, crop_ratio, height, width))
+      np.asarray(u)[None], crop_scale, crop_ratio, height, width))
   box = (x0 * width, y0 * height, (x0 + box_w) * width, (y0 + box_h) * height)
   out = np.asarray(pil.resize((size, size), Image.BILINEAR, box=box), np.uint8)
   return out[..., None] if channels == 1 else out
