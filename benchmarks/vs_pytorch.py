@@ -16,7 +16,7 @@ The PyTorch job is the main job (configs/vicreg.py on configs/common.py)
 written the way a PyTorch user writes it, not the way ssljax does:
 Fashion-MNIST from the IDX files read with NumPy; a ``Dataset`` whose
 ``__getitem__`` makes two views per image with ``torchvision.transforms.v2``
-(``VIEWS``, the main job's values: random resized crop of area (0.3, 1) and
+(``VIEWS``, the main job's values: random resized crop of area (0.4, 1) and
 aspect (3/4, 4/3), horizontal flip 0.5, brightness and contrast 0.4 with
 probability 0.8, random erasing 0.5 of area (0.02, 0.2)), a ``DataLoader``
 with 2 workers; the CNN 16-32-64-512
@@ -74,7 +74,7 @@ OPTIM = {"learning_rate": 4e-3, "weight_decay": 1e-4, "warmup_epochs": 1.0,
          "end_lr_factor": 0.01}
 # The main job's views (configs/vicreg.py's ``views``; a test keeps the two
 # equal): the torchvision v2 transform below is built from these values.
-VIEWS = {"crop_scale": (0.3, 1.0), "crop_ratio": (3 / 4, 4 / 3),
+VIEWS = {"crop_scale": (0.4, 1.0), "crop_ratio": (3 / 4, 4 / 3),
          "flip_prob": 0.5, "jitter_prob": 0.8, "brightness": 0.4,
          "contrast": 0.4, "erase_prob": 0.5, "erase_scale": (0.02, 0.2)}
 FRAMEWORKS = ("ssljax", "pytorch")
