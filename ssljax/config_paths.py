@@ -20,6 +20,8 @@ by view. `RGB_ONLY` are the view ops that do nothing to one-channel images.
 
 from collections.abc import Callable
 
+from ssljax import config_rules
+
 __all__ = ["CONDITIONAL", "PER_VIEW_SWITCHES", "RGB_ONLY", "ONE_CHANNEL",
            "neutral_value", "unread_reason", "unread_problems"]
 
@@ -187,14 +189,6 @@ def neutral_value(path: str):
   return 0.0
 
 
-def _value_at(config, path: str):
-  """The value at dotted ``path`` of ``config``; None where it is absent."""
-  node = config
-  for part in path.split("."):
-    node = node.get(part) if hasattr(node, "get") else None
-  return node
-
-
 def unread_problems(config, defaults=None) -> list[str]:
   """One line per field that the path of ``config`` does not read and that
   is set to something else than its neutral value.
@@ -222,7 +216,8 @@ def unread_problems(config, defaults=None) -> list[str]:
     if parent is None or leaf not in parent:
       continue
     value, neutral = parent[leaf], neutral_value(path)
-    if defaults is not None and _same(value, _value_at(defaults, path)):
+    shipped = config_rules.value_at(defaults or {}, path, None)
+    if shipped is not None and _same(value, shipped):
       continue
     if path.startswith("views.") and path.removeprefix("views.") in (
         *PER_VIEW_SWITCHES, *RGB_ONLY):
@@ -232,7 +227,7 @@ def unread_problems(config, defaults=None) -> list[str]:
       continue
     why = unread_reason(config, path)
     if why is not None:
-      keep, shipped = repr(neutral), _value_at(defaults or {}, path)
+      keep = repr(neutral)
       if shipped is not None and not _same(shipped, neutral):
         keep += f" (or the config file's {shipped!r})"
       problems.append(f"config.{path}={value!r} is not read: {why}; leave it"

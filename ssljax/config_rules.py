@@ -150,14 +150,15 @@ def per_view(rule: Rule, *, ranges=False) -> Rule:
 _MISSING = object()
 
 
-def _get(config, path: str):
-  """The value at dotted ``path`` of a ConfigDict or mapping, or _MISSING."""
+def value_at(config, path: str, default=_MISSING):
+  """The value at dotted ``path`` of a ConfigDict or mapping, or
+  ``default`` where it is absent."""
   node = config
   for part in path.split("."):
     if not isinstance(node, Mapping) and not hasattr(node, "keys"):
-      return _MISSING
+      return default
     if part not in node:
-      return _MISSING
+      return default
     node = node[part]
   return node
 
@@ -176,7 +177,7 @@ def check_fields(config, rules: Mapping[str, Rule]) -> list[str]:
   """
   problems = []
   for path, rule in rules.items():
-    value = _get(config, path)
+    value = value_at(config, path)
     if value is _MISSING:
       problems.append(f"config.{path} is missing")
       continue
@@ -227,6 +228,6 @@ def renamed_problems(config) -> list[str]:
     lines such as ``config.views.num_views was renamed
     config.views.num_global``, in `RENAMED`'s order; [] when none is left.
   """
-  present = [p for p in RENAMED if _get(config, p) is not _MISSING]
+  present = [p for p in RENAMED if value_at(config, p) is not _MISSING]
   return [f"config.{p} was {RENAMED[p]}" for p in present
           if p.rpartition(".")[0] not in present]

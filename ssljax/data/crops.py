@@ -153,8 +153,8 @@ def device_crop(images, key, *, size: int, crop: str = "random_resized",
 def host_uniforms(seed: int, step: int, view: int, total_rows: int,
                   first_row: int, rows: int) -> np.ndarray:
   """The (rows, `CROP_TRIES`, 4) crop uniforms of rows [first_row,
-  first_row + rows) of a
-  global batch of ``total_rows`` at ``step``, view ``view``.
+  first_row + rows) of a global batch of ``total_rows`` at ``step``, view
+  ``view``.
 
   Drawn for the whole global batch and sliced, so each process gets the
   draws a single process would make for its rows.
