@@ -1,6 +1,7 @@
 """Tests of ssljax.data: the offline Fashion-MNIST builder and the pipeline."""
 
 import gzip
+import tempfile
 import time
 
 import numpy as np
@@ -178,3 +179,16 @@ def test_image_folder_splits_slice_the_sorted_files(tmp_path):
   for split, match in (("train[::2]", "NAME"), ("train[20:]", "keeps no")):
     with pytest.raises(data.DatasetUnavailableError, match=match):
       data.open_split("image_folder", split, data_dir=str(tmp_path))
+
+
+def test_builder_leaves_no_temporary_folder(tmp_path, monkeypatch):
+  # tfds looks for a builder's metadata in its GCS bucket when the data is
+  # not prepared yet, copying into a fresh tempfile.mkdtemp("tfds") folder
+  # that it never removes; offline, and for a local builder, the folder
+  # stays empty. The builder skips that lookup.
+  temp = tmp_path / "temp"
+  temp.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(temp))
+  builder = data.FashionMnistLocal(data_dir=str(tmp_path / "tfds"))
+  assert builder.info.features["label"].num_classes == 10
+  assert sorted(p.name for p in temp.iterdir()) == []
