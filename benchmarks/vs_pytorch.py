@@ -117,6 +117,89 @@ def schedule_factor(step, optim, steps_per_epoch, total):
   return end + (1 - end) * 0.5 * (1 + math.cos(math.pi * t))
 
 
+def torch_transform(views=None):
+  """The PyTorch job's torchvision v2 transform of one uint8 (1, H, W)
+  image into one float32 view in [0, 1], built from ``views`` (default
+  VIEWS, the main job's)."""
+  # pylint: disable=import-outside-toplevel
+  import torch
+  from torchvision.transforms import v2
+  # pylint: enable=import-outside-toplevel
+  views = VIEWS if views is None else views
+  return v2.Compose([
+      v2.RandomResizedCrop(28, scale=views["crop_scale"],
+                           ratio=views["crop_ratio"], antialias=True),
+      v2.RandomHorizontalFlip(views["flip_prob"]),
+      v2.RandomApply([v2.ColorJitter(brightness=views["brightness"],
+                                     contrast=views["contrast"])],
+                     p=views["jitter_prob"]),
+      v2.ToDtype(torch.float32, scale=True),
+      v2.RandomErasing(p=views["erase_prob"], scale=views["erase_scale"],
+                       ratio=(0.3, 3.3), value=0),
+  ])
+
+
+def torch_loader(images, batch_size=256, num_workers=2, views=None):
+  """The PyTorch job's DataLoader: shuffled full batches of two views
+  (``torch_transform(views)`` twice) of uint8 (N, 1, H, W) ``images``."""
+  # pylint: disable=import-outside-toplevel
+  import torch
+  from torch.utils.data import DataLoader, Dataset
+  # pylint: enable=import-outside-toplevel
+  transform = torch_transform(views)
+
+  class TwoViews(Dataset):
+    def __init__(self, images):
+      self.images = torch.from_numpy(images)
+
+    def __len__(self):
+      return len(self.images)
+
+    def __getitem__(self, i):
+      image = self.images[i]
+      return transform(image), transform(image)
+
+  return DataLoader(TwoViews(images), batch_size=batch_size, shuffle=True,
+                    drop_last=True, num_workers=num_workers)
+
+
+def torch_model():
+  """(encoder, projector, model = Sequential(encoder, projector)) of the
+  PyTorch job, freshly initialised by PyTorch's defaults from torch's
+  global generator."""
+  from torch import nn  # pylint: disable=import-outside-toplevel
+
+  def stage(cin, cout):
+    return [nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+            nn.BatchNorm2d(cout), nn.ReLU()]
+
+  encoder = nn.Sequential(
+      *stage(1, 16), nn.AvgPool2d(2), *stage(16, 32), nn.AvgPool2d(2),
+      *stage(32, 64), nn.AvgPool2d(2), *stage(64, 512),
+      nn.AdaptiveAvgPool2d(1), nn.Flatten())
+  projector = nn.Sequential(
+      nn.Linear(512, 512, bias=False), nn.BatchNorm1d(512), nn.ReLU(),
+      nn.Linear(512, 512))
+  return encoder, projector, nn.Sequential(encoder, projector)
+
+
+def torch_optimizer(model, optim, steps_per_epoch, total, batch_size=256):
+  """(AdamW, LambdaLR) of the PyTorch job: peak lr ``learning_rate`` ×
+  batch/256, weight decay on parameters of ndim > 1 only, the per-step
+  factor of ``schedule_factor``."""
+  import torch  # pylint: disable=import-outside-toplevel
+  peak = optim["learning_rate"] * batch_size / 256
+  decay = [p for p in model.parameters() if p.ndim > 1]
+  no_decay = [p for p in model.parameters() if p.ndim <= 1]
+  optimizer = torch.optim.AdamW([
+      {"params": decay, "weight_decay": optim["weight_decay"]},
+      {"params": no_decay, "weight_decay": 0.0}], lr=peak)
+  scheduler = torch.optim.lr_scheduler.LambdaLR(
+      optimizer, lambda step: schedule_factor(step, optim, steps_per_epoch,
+                                              total))
+  return optimizer, scheduler
+
+
 def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
               idx_dir=IDX_DIR, optim=None):
   """Trains and evaluates the PyTorch job; returns its summary dict.
@@ -131,9 +214,6 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   import torch
   import torchvision
   from lightly.loss import VICRegLoss
-  from torch import nn
-  from torch.utils.data import DataLoader, Dataset
-  from torchvision.transforms import v2
   # pylint: enable=import-outside-toplevel
 
   torch.manual_seed(seed)
@@ -141,58 +221,14 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   train_x, train_y = fashion_mnist("train", idx_dir)
   test_x, test_y = fashion_mnist("test", idx_dir)
 
-  views = VIEWS
-  transform = v2.Compose([
-      v2.RandomResizedCrop(28, scale=views["crop_scale"],
-                           ratio=views["crop_ratio"], antialias=True),
-      v2.RandomHorizontalFlip(views["flip_prob"]),
-      v2.RandomApply([v2.ColorJitter(brightness=views["brightness"],
-                                     contrast=views["contrast"])],
-                     p=views["jitter_prob"]),
-      v2.ToDtype(torch.float32, scale=True),
-      v2.RandomErasing(p=views["erase_prob"], scale=views["erase_scale"],
-                       ratio=(0.3, 3.3), value=0),
-  ])
-
-  class TwoViews(Dataset):
-    def __init__(self, images):
-      self.images = torch.from_numpy(images)
-
-    def __len__(self):
-      return len(self.images)
-
-    def __getitem__(self, i):
-      image = self.images[i]
-      return transform(image), transform(image)
-
-  def stage(cin, cout):
-    return [nn.Conv2d(cin, cout, 3, padding=1, bias=False),
-            nn.BatchNorm2d(cout), nn.ReLU()]
-
-  encoder = nn.Sequential(
-      *stage(1, 16), nn.AvgPool2d(2), *stage(16, 32), nn.AvgPool2d(2),
-      *stage(32, 64), nn.AvgPool2d(2), *stage(64, 512),
-      nn.AdaptiveAvgPool2d(1), nn.Flatten())
-  projector = nn.Sequential(
-      nn.Linear(512, 512, bias=False), nn.BatchNorm1d(512), nn.ReLU(),
-      nn.Linear(512, 512))
-  model = nn.Sequential(encoder, projector)
+  encoder, _, model = torch_model()
   criterion = VICRegLoss(lambda_param=25.0, mu_param=25.0, nu_param=1.0)
-
-  loader = DataLoader(TwoViews(train_x), batch_size=batch_size, shuffle=True,
-                      drop_last=True, num_workers=num_workers)
+  loader = torch_loader(train_x, batch_size, num_workers)
   steps_per_epoch = len(loader)
   total = epochs * steps_per_epoch
-  peak = optim["learning_rate"] * batch_size / 256
-  lr_factor = lambda step: schedule_factor(step, optim, steps_per_epoch,
-                                           total)
 
-  decay = [p for p in model.parameters() if p.ndim > 1]
-  no_decay = [p for p in model.parameters() if p.ndim <= 1]
-  optimizer = torch.optim.AdamW([
-      {"params": decay, "weight_decay": optim["weight_decay"]},
-      {"params": no_decay, "weight_decay": 0.0}], lr=peak)
-  scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+  optimizer, scheduler = torch_optimizer(model, optim, steps_per_epoch,
+                                         total, batch_size)
   seconds["setup"] = time.time() - start
 
   t0 = time.time()
