@@ -200,6 +200,16 @@ def torch_optimizer(model, optim, steps_per_epoch, total, batch_size=256):
   return optimizer, scheduler
 
 
+def torch_step(model, criterion, optimizer, scheduler, x0, x1):
+  """One training step of the PyTorch job on the views x0, x1; the loss."""
+  loss = criterion(model(x0), model(x1))
+  optimizer.zero_grad()
+  loss.backward()
+  optimizer.step()
+  scheduler.step()
+  return loss.item()
+
+
 def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
               idx_dir=IDX_DIR, optim=None):
   """Trains and evaluates the PyTorch job; returns its summary dict.
@@ -236,12 +246,8 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   losses = []
   for epoch in range(epochs):
     for x0, x1 in loader:
-      loss = criterion(model(x0), model(x1))
-      optimizer.zero_grad()
-      loss.backward()
-      optimizer.step()
-      scheduler.step()
-      losses.append(loss.item())
+      losses.append(torch_step(model, criterion, optimizer, scheduler, x0,
+                               x1))
       if len(losses) % 50 == 0:
         print(f"step {len(losses)}/{total}: loss {losses[-1]:.4f} "
               f"({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
