@@ -72,7 +72,6 @@ def dump(seed, out, steps=None, train=False, num_workers=2, threads=None,
   # pylint: disable=import-outside-toplevel
   import numpy as np
   import torch
-  from lightly.loss import VICRegLoss
   # pylint: enable=import-outside-toplevel
   if threads:
     torch.set_num_threads(threads)
@@ -84,7 +83,7 @@ def dump(seed, out, steps=None, train=False, num_workers=2, threads=None,
   arrays = {"init/" + k: v.detach().numpy().copy()
             for k, v in model.state_dict().items()}
   if train:
-    criterion = VICRegLoss(lambda_param=25.0, mu_param=25.0, nu_param=1.0)
+    criterion = vs_pytorch.torch_criterion()
     optimizer, scheduler = vs_pytorch.torch_optimizer(
         model, vs_pytorch.OPTIM, len(loader), len(loader))
     model.train()

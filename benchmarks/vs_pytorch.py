@@ -200,6 +200,13 @@ def torch_optimizer(model, optim, steps_per_epoch, total, batch_size=256):
   return optimizer, scheduler
 
 
+def torch_criterion():
+  """lightly's VICRegLoss with the main job's weights (λ = 25, μ = 25,
+  ν = 1)."""
+  from lightly.loss import VICRegLoss  # pylint: disable=import-outside-toplevel
+  return VICRegLoss(lambda_param=25.0, mu_param=25.0, nu_param=1.0)
+
+
 def torch_step(model, criterion, optimizer, scheduler, x0, x1):
   """One training step of the PyTorch job on the views x0, x1; the loss."""
   loss = criterion(model(x0), model(x1))
@@ -223,7 +230,6 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   import numpy as np
   import torch
   import torchvision
-  from lightly.loss import VICRegLoss
   # pylint: enable=import-outside-toplevel
 
   torch.manual_seed(seed)
@@ -232,7 +238,7 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   test_x, test_y = fashion_mnist("test", idx_dir)
 
   encoder, _, model = torch_model()
-  criterion = VICRegLoss(lambda_param=25.0, mu_param=25.0, nu_param=1.0)
+  criterion = torch_criterion()
   loader = torch_loader(train_x, batch_size, num_workers)
   steps_per_epoch = len(loader)
   total = epochs * steps_per_epoch
