@@ -186,7 +186,7 @@ def score(config, method, state, train_xy, test_xy):
   # pylint: disable=import-outside-toplevel
   import jax
   import numpy as np
-  from ssljax import evaluate
+  from ssljax import probes
   # pylint: enable=import-outside-toplevel
   rep = jax.jit(lambda x: method.representation(state.params,
                                                 state.method_state, x))
@@ -198,11 +198,11 @@ def score(config, method, state, train_xy, test_xy):
 
   h_train, h_test = features(train_xy[0]), features(test_xy[0])
   p, k = config.evals.probe, config.evals.knn
-  probe = evaluate.linear_probe(
+  probe = probes.linear_probe(
       h_train, train_xy[1], h_test, test_xy[1], l2_grid=tuple(p.l2_grid),
       val_fraction=p.val_fraction, max_iter=p.max_iter,
       max_search_rows=p.search_rows, seed=config.seed)
-  knn = evaluate.knn_accuracy(h_train, train_xy[1], h_test, test_xy[1],
+  knn = probes.knn_accuracy(h_train, train_xy[1], h_test, test_xy[1],
                               k=k.k, temperature=k.temperature)
   return {"probe": probe["test_accuracy"], "knn": knn}
 

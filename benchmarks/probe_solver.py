@@ -3,8 +3,8 @@
     python benchmarks/probe_solver.py                  # 20,000 x 512, 10 classes
     python benchmarks/probe_solver.py --rows 60000 --dim 1024
 
-`ssljax.evaluate.linear_probe` minimises the mean cross-entropy plus
-½ l2 ‖W‖² with optax's L-BFGS (`ssljax.evaluate.fit_logistic_regression`),
+`ssljax.probes.linear_probe` minimises the mean cross-entropy plus
+½ l2 ‖W‖² with optax's L-BFGS (`ssljax.probes.fit_logistic_regression`),
 whose objective reads the features as a (D, N) matrix (the logits as
 (C, N)); the "rows" variant below is the same objective on the (N, D)
 matrix, the form it had before (logits X W). Both
@@ -27,7 +27,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
-from ssljax import evaluate  # noqa: E402
+from ssljax import probes  # noqa: E402
 
 
 def _rows_objective(params, x_NxD, y, l2):
@@ -38,7 +38,7 @@ def _rows_objective(params, x_NxD, y, l2):
 
 @jax.jit
 def _fit_rows(params, x, y, l2, max_iter, tol):
-  """The fit of `ssljax.evaluate.linear_probe` on the (N, D) features."""
+  """The fit of `ssljax.probes.linear_probe` on the (N, D) features."""
   fun = lambda p: _rows_objective(p, x, y, l2)
   solver = optax.lbfgs()
   value_and_grad = optax.value_and_grad_from_state(fun)
@@ -80,7 +80,7 @@ def main():
   rows_args = (x, y, jnp.float32(args.l2), args.max_iter, jnp.float32(1e-5))
 
   def columns(start):  # the library's solver, as linear_probe calls it
-    out = evaluate.fit_logistic_regression(x, y, l2=args.l2, init=start,
+    out = probes.fit_logistic_regression(x, y, l2=args.l2, init=start,
                                            max_iter=args.max_iter, tol=1e-5)
     return {"w": out["w"], "b": out["b"]}, out["iterations"]
 

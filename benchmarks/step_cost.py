@@ -145,7 +145,7 @@ def hand_gflop(config, context_length: int = 0) -> float:
   if config.method != "ijepa":
     return float("nan")
   kw = ijepa.Method(config).mask_kwargs()
-  from ssljax import masks  # pylint: disable=import-outside-toplevel
+  from ssljax.methods import masks  # pylint: disable=import-outside-toplevel
   t_max, bound = masks.multiblock_bounds(
       (side, side), target_scale=kw["target_scale"],
       target_aspect=kw["target_aspect"], context_scale=kw["context_scale"])

@@ -303,7 +303,7 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
 
 def linear_probe(h_train, y_train, h_test, y_test, *, l2_grid=L2_GRID,
                  val_fraction=0.1, max_iter=100, search_rows=20000, seed=0):
-  """The main job's probe protocol (ssljax.evaluate.linear_probe) in torch."""
+  """The main job's probe protocol (ssljax.probes.linear_probe) in torch."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   import torch  # pylint: disable=import-outside-toplevel
   mean, std = h_train.mean(0), h_train.std(0, unbiased=False) + 1e-6

@@ -79,7 +79,7 @@ def set_method(c: config_dict.ConfigDict, method: str, *,
 def set_smoke(c: config_dict.ConfigDict, method: str) -> None:
   """Tiny heads and an 8x8 patch grid (patch 8 on 64 px views) for the smoke
   variants; I-JEPA's min_keep 4 (10 would reject every target block of an
-  8x8 grid, `ssljax.masks.multiblock_problems`)."""
+  8x8 grid, `ssljax.methods.masks.multiblock_problems`)."""
   c.model.encoder_kwargs = vit_kwargs(method, patch_size=8, hidden_dim=32,
                                       depth=2, num_heads=2)
   head = config_dict.ConfigDict(dict(width=16, depth=1, num_heads=2))

@@ -45,7 +45,7 @@ Where this library differs from solo-learn (said again next to the field):
 * the projector (ssljax.models.heads.Projector) always has BatchNorm in its
   hidden layers; solo-learn's SimCLR projector has none.
 * the linear probe here is an offline L-BFGS probe on frozen features
-  (ssljax.evaluate), not solo-learn's online classifier (classifier_lr).
+  (ssljax.probes), not solo-learn's online classifier (classifier_lr).
 """
 
 

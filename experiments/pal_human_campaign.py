@@ -200,7 +200,7 @@ def add_ssl_only(args) -> dict:
 def initial_point(work) -> dict:
   """Probe and 20-NN of the untrained network (0 answers), same pool."""
   import jax  # pylint: disable=import-outside-toplevel
-  from ssljax.evaluate import knn_accuracy, linear_probe  # pylint: disable=import-outside-toplevel
+  from ssljax.probes import knn_accuracy, linear_probe  # pylint: disable=import-outside-toplevel
   from ssljax.pal.loop import embed  # pylint: disable=import-outside-toplevel
   cfg = config_dict.ConfigDict(
       __import__("json").loads((work / "config.json").read_text()))

@@ -66,7 +66,7 @@ import optax
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 from ssljax import pal  # noqa: E402
-from ssljax.evaluate import knn_accuracy, linear_probe  # noqa: E402
+from ssljax.probes import knn_accuracy, linear_probe  # noqa: E402
 
 KINDS = ("ssl", "passive", "captcha", "mixed")
 NUM_CLASSES = 10

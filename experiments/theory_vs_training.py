@@ -35,7 +35,7 @@ cosine decay) on the plain loss ‖f(X)f(X)ᵀ − G‖²
 and same k as the closed form, one run per graph from the same init.
 
 Measured, per graph and for {closed form, network}: linear-probe test
-accuracy (`evaluate.linear_probe`: trained on the N training-row features
+accuracy (`probes.linear_probe`: trained on the N training-row features
 with their labels, scored on the M test images); on the training rows, the
 principal angles between span(Z_net) and span(Z*) (r = numerical rank of Z*;
 Z_net contributes its top-r left singular vectors), their mean cos²
@@ -67,7 +67,7 @@ import scipy.linalg  # noqa: E402
 
 import _common  # noqa: E402
 from ssljax import graphs  # noqa: E402
-from ssljax.evaluate import linear_probe  # noqa: E402
+from ssljax.probes import linear_probe  # noqa: E402
 from ssljax.losses import spectral_contrastive  # noqa: E402
 from ssljax.models.encoders import MLPEncoder  # noqa: E402
 from ssljax.theory import spectral  # noqa: E402

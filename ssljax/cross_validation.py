@@ -1,6 +1,6 @@
 """k-fold cross-validated linear probe: a model-selection score without the test set.
 
-The linear probe's own validation accuracy (`ssljax.evaluate.linear_probe`)
+The linear probe's own validation accuracy (`ssljax.probes.linear_probe`)
 is measured on one held-out tenth of the train split by a probe fitted on
 part of the rest, so it carries two kinds of noise: the 6,000 rows it
 counts (a standard error of about 0.004 at 89 % on Fashion-MNIST) and the
@@ -19,19 +19,19 @@ import numbers
 
 import numpy as np
 
-from ssljax import evaluate, extras
+from ssljax import probes, extras
 
 __all__ = ["cross_validated_probe"]
 
 
 def cross_validated_probe(features, labels, *, folds: int = 5, seed: int = 0,
-                          l2_grid=evaluate.DEFAULT_L2_GRID,
+                          l2_grid=probes.DEFAULT_L2_GRID,
                           val_fraction: float = 0.1, max_iter: int = 100,
                           max_search_rows: int | None = None,
                           progress: bool = False) -> dict:
   """Stratified k-fold cross-validated accuracy of the linear probe.
 
-  Each of the ``folds`` folds is held out once; `ssljax.evaluate.linear_probe`
+  Each of the ``folds`` folds is held out once; `ssljax.probes.linear_probe`
   is fitted on the other folds (with its own standardisation and L2 search
   on a ``val_fraction`` of them) and scored on the held-out fold. The folds
   are drawn by scikit-learn's ``StratifiedKFold`` (shuffled, class
@@ -45,7 +45,7 @@ def cross_validated_probe(features, labels, *, folds: int = 5, seed: int = 0,
     folds: k, the number of folds (an integer >= 2, at most N).
     seed: seed of the fold assignment and of each probe's validation split.
     l2_grid, val_fraction, max_iter, max_search_rows: the probe's options
-      (`ssljax.evaluate.linear_probe`).
+      (`ssljax.probes.linear_probe`).
     progress: one progress bar per fold's probe on stderr.
 
   Returns:
@@ -56,7 +56,7 @@ def cross_validated_probe(features, labels, *, folds: int = 5, seed: int = 0,
 
   Raises:
     ValueError: ``folds`` not an integer in [2, N]; a class with fewer rows
-      than ``folds``; or any error of `ssljax.evaluate.linear_probe` (shapes
+      than ``folds``; or any error of `ssljax.probes.linear_probe` (shapes
       that disagree, non-finite features, bad labels or options).
     ssljax.extras.MissingExtraError: scikit-learn (the "train" extra) is
       not installed.
@@ -90,7 +90,7 @@ def cross_validated_probe(features, labels, *, folds: int = 5, seed: int = 0,
                                              random_state=seed)
   accuracies, sizes, l2s = [], [], []
   for fit_rows, held_out in splitter.split(np.zeros(len(y)), y):
-    out = evaluate.linear_probe(
+    out = probes.linear_probe(
         x[fit_rows], y[fit_rows], x[held_out], y[held_out], l2_grid=l2_grid,
         val_fraction=val_fraction, max_iter=max_iter,
         max_search_rows=max_search_rows, seed=seed, progress=progress)

@@ -13,12 +13,15 @@ import ml_collections
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ssljax import data, graphs, methods
+from ssljax import data, deprecation, graphs
 from ssljax.data import synthetic
 
 __all__ = ["uses_labels", "uses_edges", "uses_edge_info", "dataset_graph",
-           "known_labels", "open_sources", "source_labels", "train_iterator",
+           "known_labels", "open_sources", "train_iterator",
            "batch_shardings", "to_device_batch", "skipped_images_warning"]
+
+__getattr__ = deprecation.moved_names(
+    __name__, {"source_labels": "ssljax.data.source_labels"})
 
 
 def _graph_kind(config: ml_collections.ConfigDict) -> str:
@@ -33,7 +36,7 @@ def uses_labels(config: ml_collections.ConfigDict) -> bool:
 
 def uses_edges(config: ml_collections.ConfigDict) -> bool:
   """Whether batches are edges of a whole-dataset graph (edge_batches)."""
-  return _graph_kind(config) in methods.DATASET_GRAPH_KINDS
+  return _graph_kind(config) in graphs.DATASET_GRAPH_KINDS
 
 
 def uses_edge_info(config: ml_collections.ConfigDict) -> bool:
@@ -49,7 +52,7 @@ def dataset_graph(config: ml_collections.ConfigDict, images: np.ndarray,
   """The whole-train-set graph of ``config.graph`` as an edge list.
 
   Args:
-    config: run config; graph.kind in methods.DATASET_GRAPH_KINDS.
+    config: run config; graph.kind in graphs.DATASET_GRAPH_KINDS.
     images: uint8 (N, H, W, C) train images (k-NN features).
     labels: int (N,) train labels (supervised graph; −1 hides a label).
 
@@ -75,7 +78,7 @@ def dataset_graph(config: ml_collections.ConfigDict, images: np.ndarray,
       raise ValueError("graph.kind='edge_list' needs graph.edge_list_path")
     return graphs.load_edge_list(g.edge_list_path, len(images))
   raise ValueError(f"graph.kind {g.kind!r} is not a dataset graph; expected "
-                   f"one of {methods.DATASET_GRAPH_KINDS}")
+                   f"one of {graphs.DATASET_GRAPH_KINDS}")
 
 
 def known_labels(labels: np.ndarray, config: ml_collections.ConfigDict) -> np.ndarray:
@@ -123,19 +126,6 @@ def open_sources(config: ml_collections.ConfigDict):
   return train, test
 
 
-def source_labels(source) -> np.ndarray:
-  """int32 (N,) labels of every example of a source (−1: unlabeled).
-
-  In-memory and folder sources hold them; a streamed tfds split is read
-  once, in chunks.
-  """
-  if hasattr(source, "labels"):
-    return np.asarray(source.labels, np.int32)
-  chunks = [source.read(range(i, min(i + 4096, len(source))))[1]
-            for i in range(0, len(source), 4096)]
-  return np.concatenate(chunks or [np.zeros(0, np.int32)])
-
-
 def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
                    start_step: int, num_steps: int, process_index: int,
                    process_count: int, graph=None, probe_labels: bool = False):
@@ -166,8 +156,8 @@ def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
         batch["probe_labels"] = labels_
       yield batch
     return
-  all_labels = source_labels(source) if probe_labels else None
-  labels = (known_labels(source_labels(source), config)
+  all_labels = data.source_labels(source) if probe_labels else None
+  labels = (known_labels(data.source_labels(source), config)
             if uses_labels(config) else None)
   for batch in data.train_batches(
       source, batch_size=config.batch_size, seed=config.seed, spec=spec,

@@ -32,9 +32,9 @@ from ssljax.train_state import (TrainState, create_learning_rate_fn,
 from ssljax.evaluators import context as eval_context
 from ssljax.evaluators import online_probe
 # Re-exported (train.__all__): the data side of a config.
-from ssljax.inputs import (dataset_graph, known_labels, source_labels,
-                           uses_edges, uses_labels)
-from ssljax.evaluate import extract_features  # re-exported (train.__all__)
+from ssljax.inputs import (dataset_graph, known_labels, uses_edges,
+                           uses_labels)
+from ssljax.probes import extract_features  # re-exported (train.__all__)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
            "create_train_state", "create_probe_optimizer", "batch_spec",
@@ -269,7 +269,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     # batch_size edges, whose endpoints are the two views.
     graph_start = time.time()
     graph = inputs.dataset_graph(config, train_source.images,
-                                 inputs.source_labels(train_source))
+                                 data.source_labels(train_source))
     graph_info = {"graph_nodes": graph.n, "graph_entries": graph.num_entries,
                   "graph_edges": graph.num_edges,
                   "graph_seconds": time.time() - graph_start}

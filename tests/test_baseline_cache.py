@@ -9,7 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from ssljax import evaluate, evaluators
+from ssljax import probes, evaluators
 from ssljax.evaluators import base, baseline_cache
 
 
@@ -40,8 +40,8 @@ def run(cache, raw, **options):
 @pytest.fixture
 def counted(monkeypatch):
   calls = []
-  real = evaluate.linear_probe
-  monkeypatch.setattr(evaluate, "linear_probe",
+  real = probes.linear_probe
+  monkeypatch.setattr(probes, "linear_probe",
                       lambda *a, **k: calls.append(1) or real(*a, **k))
   return calls
 

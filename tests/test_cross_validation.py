@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from ssljax import cross_validation, evaluate, evaluators
+from ssljax import cross_validation, probes, evaluators
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_evaluators import fake_context  # noqa: E402  pylint: disable=wrong-import-position
@@ -44,7 +44,7 @@ def test_the_score_is_the_mean_of_probes_fitted_without_their_fold():
   out = cross_validation.cross_validated_probe(x, y, folds=4, seed=7, **PROBE)
   by_hand = []
   for fit, held in StratifiedKFold(4, shuffle=True, random_state=7).split(x, y):
-    by_hand.append(evaluate.linear_probe(x[fit], y[fit], x[held], y[held],
+    by_hand.append(probes.linear_probe(x[fit], y[fit], x[held], y[held],
                                          seed=7, **PROBE)["test_accuracy"])
   np.testing.assert_allclose(out["fold_accuracies"], by_hand, atol=1e-6)
   assert out["cv_accuracy"] == pytest.approx(np.mean(by_hand))

@@ -1,4 +1,4 @@
-"""Tests for ssljax.ema: BYOL's cosine momentum schedule and the EMA update
+"""Tests for ssljax.methods.ema: BYOL's cosine momentum schedule and the EMA update
 (Grill et al. 2020, arXiv 2006.07733, §3.2)."""
 
 import math
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ssljax import ema
+from ssljax.methods import ema
 
 
 def test_cosine_momentum_endpoints_and_midpoint():

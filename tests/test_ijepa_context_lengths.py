@@ -13,7 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ssljax import masks, methods, models
+from ssljax import methods, models
+
+from ssljax.methods import masks
 from ssljax.methods import ijepa
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")

@@ -1,4 +1,4 @@
-"""Tests for ssljax.losses.nnclr and ssljax.queue.
+"""Tests for ssljax.losses.nnclr and ssljax.methods.queue.
 
 NNCLR is checked in float64 against a NumPy transcription of the paper's
 Algorithm 1 (Dwibedi et al. 2021, arXiv 2104.14548): value, and the gradient
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ssljax import losses
-from ssljax import queue as fifo
+from ssljax.methods import queue as fifo
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 

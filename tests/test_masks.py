@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from ssljax import masks
+from ssljax.methods import masks
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 

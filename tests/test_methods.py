@@ -31,7 +31,7 @@ LABELS = np.array([0, 1, 0, 2, -1, 1, 0])
 
 @pytest.mark.parametrize("num_views", [2, 3])
 def test_supervised_batch_graph_matches_reference(num_views):
-  g = np.asarray(methods.batch_graph("supervised", num_views, len(LABELS),
+  g = np.asarray(graphs.batch_graph("supervised", num_views, len(LABELS),
                                      LABELS, normalize=False))
   np.testing.assert_array_equal(g, _numpy_supervised(LABELS, num_views))
   # Views of one sample are positives too: the SSL graph is inside it for
@@ -43,7 +43,7 @@ def test_supervised_batch_graph_matches_reference(num_views):
 
 def test_normalized_label_graph_has_view_graph_mean_degree():
   num_views = 3
-  g = np.asarray(methods.batch_graph("supervised", num_views, len(LABELS), LABELS))
+  g = np.asarray(graphs.batch_graph("supervised", num_views, len(LABELS), LABELS))
   known = np.tile(LABELS >= 0, num_views)
   np.testing.assert_allclose(g.sum(1)[known].mean(), num_views - 1, rtol=1e-6)
   np.testing.assert_array_equal(g.sum(1)[~known], 0.0)
@@ -52,17 +52,17 @@ def test_normalized_label_graph_has_view_graph_mean_degree():
 
 def test_mixed_graph_interpolates():
   n, v, alpha = len(LABELS), 2, 0.25
-  mixed = methods.batch_graph("mixed", v, n, LABELS, alpha=alpha, normalize=False)
+  mixed = graphs.batch_graph("mixed", v, n, LABELS, alpha=alpha, normalize=False)
   expected = ((1 - alpha) * np.asarray(graphs.views_graph(n, v))
               + alpha * _numpy_supervised(LABELS, v))
   np.testing.assert_allclose(np.asarray(mixed), expected, rtol=1e-6)
 
 
 def test_batch_graph_is_jittable_in_labels():
-  fn = jax.jit(lambda y: methods.batch_graph("supervised", 2, len(LABELS), y))
+  fn = jax.jit(lambda y: graphs.batch_graph("supervised", 2, len(LABELS), y))
   np.testing.assert_allclose(
       fn(jnp.asarray(LABELS)),
-      methods.batch_graph("supervised", 2, len(LABELS), LABELS), rtol=1e-6)
+      graphs.batch_graph("supervised", 2, len(LABELS), LABELS), rtol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -73,7 +73,7 @@ def test_batch_graph_is_jittable_in_labels():
 def test_batch_graph_errors(kwargs, match):
   kwargs = {"labels": LABELS, **kwargs}
   with pytest.raises(ValueError, match=match):
-    methods.batch_graph(kwargs.pop("kind"), 2, len(LABELS), **kwargs)
+    graphs.batch_graph(kwargs.pop("kind"), 2, len(LABELS), **kwargs)
 
 
 MASKED_VIT = ("ijepa", "mae")
@@ -108,7 +108,7 @@ def test_joint_embedding_terms_match_the_library():
   sup = methods.build(_config("vicreg", **{
       "loss.form": "graph", "graph.kind": "supervised",
       "graph.normalize": False})).terms(z, labels=labels)
-  g = methods.batch_graph("supervised", 2, 16, labels, normalize=False)
+  g = graphs.batch_graph("supervised", 2, 16, labels, normalize=False)
   np.testing.assert_allclose(sup["loss"], losses.vicreg(z.reshape(32, 4), g),
                              rtol=1e-6)
 

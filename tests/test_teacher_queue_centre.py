@@ -21,7 +21,9 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import ema, methods, train
+from ssljax import methods, train
+
+from ssljax.methods import ema
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/

@@ -5,7 +5,7 @@ The runner needs only the standard library: its medians and ratios on fake
 records, its table, and run_child on tiny Python children (a timeout is
 recorded, not raised; the exit status, CPU time and the memory of a
 grandchild are counted). The PyTorch job's probe and k-NN are checked
-against ssljax.evaluate on the same features only where torch is installed
+against ssljax.probes on the same features only where torch is installed
 (the ``bench`` extra); elsewhere that test is skipped. No speed is asserted.
 """
 
@@ -96,13 +96,13 @@ def test_run_child_counts_a_grandchild(tmp_path):
 def test_torch_probe_and_knn_follow_our_protocol():
   torch = pytest.importorskip(
       "torch", reason="torch is not installed (the optional bench extra)")
-  from ssljax import evaluate  # pylint: disable=import-outside-toplevel
+  from ssljax import probes  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(0)
   centres = 1.5 * rng.normal(size=(4, 16))
   y_train, y_test = rng.integers(0, 4, 800), rng.integers(0, 4, 400)
   x_train = (centres[y_train] + rng.normal(size=(800, 16))).astype(np.float32)
   x_test = (centres[y_test] + rng.normal(size=(400, 16))).astype(np.float32)
-  ours = evaluate.linear_probe(x_train, y_train, x_test, y_test,
+  ours = probes.linear_probe(x_train, y_train, x_test, y_test,
                                l2_grid=vs_pytorch.L2_GRID, max_iter=100,
                                max_search_rows=20000, seed=0)
   t = lambda a: torch.from_numpy(np.asarray(a))
@@ -110,7 +110,7 @@ def test_torch_probe_and_knn_follow_our_protocol():
                                    t(y_test), seed=0)
   # Same split, standardisation and objective; L-BFGS runs differ slightly.
   assert abs(theirs["test_accuracy"] - ours["test_accuracy"]) <= 0.02
-  knn = evaluate.knn_accuracy(x_train, y_train, x_test, y_test, k=20,
+  knn = probes.knn_accuracy(x_train, y_train, x_test, y_test, k=20,
                               temperature=0.07)
   assert vs_pytorch.knn_accuracy(t(x_train), t(y_train), t(x_test),
                                  t(y_test)) == pytest.approx(knn, abs=1e-9)

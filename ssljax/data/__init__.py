@@ -27,6 +27,7 @@ from ssljax.data.sources import ArraySource
 from ssljax.data.sources import DatasetUnavailableError
 from ssljax.data.sources import ImageFolderSource
 from ssljax.data.sources import TfdsSource
+from ssljax.data.sources import source_labels
 from ssljax.data.splits import IN_MEMORY_MODES
 from ssljax.data.splits import folder_split
 from ssljax.data.splits import load_split
@@ -58,6 +59,7 @@ __all__ = [
     "load_split",
     "open_split",
     "sample_edges",
+    "source_labels",
     "step_indices",
     "steps_per_epoch",
     "train_batches",

@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 __all__ = ["ArraySource", "DatasetUnavailableError", "ImageFolderSource",
-           "TfdsSource", "IMAGE_SUFFIXES"]
+           "TfdsSource", "IMAGE_SUFFIXES", "source_labels"]
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
@@ -252,3 +252,20 @@ class ImageFolderSource:
         raise DatasetUnavailableError(
             f"no image in {str(self.root)!r} could be decoded")
     return images, np.asarray(labels, np.int32)
+
+
+def source_labels(source) -> np.ndarray:
+  """int32 (N,) labels of every example of a source (−1: unlabeled).
+
+  In-memory and folder sources hold them; a streamed tfds split is read
+  once, in chunks of 4,096 examples.
+
+  Args:
+    source: a source of this module (``len`` and ``read(indices) ->
+      (images, labels)``, or a ``labels`` attribute).
+  """
+  if hasattr(source, "labels"):
+    return np.asarray(source.labels, np.int32)
+  chunks = [source.read(range(i, min(i + 4096, len(source))))[1]
+            for i in range(0, len(source), 4096)]
+  return np.concatenate(chunks or [np.zeros(0, np.int32)])

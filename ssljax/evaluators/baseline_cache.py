@@ -10,7 +10,7 @@ and reused when a later run probes the same inputs.
 The key is a BLAKE2b digest of everything the probe's result depends on:
 the probe's options (L2 grid, validation fraction, iterations, search rows,
 seed), the bytes, dtypes and shapes of the four arrays it fits and scores
-(train/test features and labels), the source of `ssljax.evaluate` (the
+(train/test features and labels), the source of `ssljax.probes` (the
 solver), and the versions of ssljax, jax and jaxlib, the backend, its device
 kind and the CPU architecture. Any change of data, encoder initialisation,
 options or code gives another key, so a stale entry is never read; deleting
@@ -38,7 +38,7 @@ import jax
 import numpy as np
 
 import ssljax
-from ssljax import compilation_cache, evaluate
+from ssljax import compilation_cache, probes
 
 __all__ = ["cache_dir", "key", "setup_key", "load", "store", "METRICS",
            "SETUP_IGNORED"]
@@ -69,7 +69,7 @@ def cache_dir(setting: str | None) -> str | None:
 
 
 def _solver_source() -> bytes:
-  with open(evaluate.__file__, "rb") as f:
+  with open(probes.__file__, "rb") as f:
     return f.read()
 
 

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ssljax import data, evaluate
+from ssljax import data, probes
 from ssljax.data import crops
 from ssljax.evaluators.base import EvalContext
 
@@ -48,7 +48,7 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
   Returns:
     the `EvalContext`; ``features`` is None when no split is labelled.
   """
-  splits = evaluate.probe_splits(train_source, test_source, seed=seed,
+  splits = probes.probe_splits(train_source, test_source, seed=seed,
                                  announce=announce)
   cache = {}
 
@@ -74,7 +74,7 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
           labels.append(chunk_labels)
           yield images
 
-      f = evaluate.extract_features(
+      f = probes.extract_features(
           state, chunks(), config.eval_inputs.batch_size, mesh,
           desc=f"features ({split}, step {int(state.step)})" if shown else None,
           total=-(-len(source) // config.eval_inputs.batch_size))
@@ -134,11 +134,10 @@ def make_context(config, mesh, *, train_source, test_source, total_steps: int,
     source, rows = splits[:2] if split == "train" else splits[2:]
     if not hasattr(source, "images"):
       return None
-    from ssljax.inputs import source_labels  # pylint: disable=import-outside-toplevel
     images = source.images if rows is None else source.images[rows]
     # uint8, a view of the split: the probe standardises it on the device.
     x = images.reshape(len(images), -1)
-    y = source_labels(source)
+    y = data.source_labels(source)
     return (x, y) if rows is None else (x, y[rows])
 
   def labelled_images(split, rows=None):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ssljax import evaluate
+from ssljax import probes
 from ssljax.evaluators import base
 
 __all__ = ["DEFAULT_FEWSHOT_L2_GRID", "Evaluator", "few_shot_accuracy"]
@@ -155,7 +155,7 @@ def few_shot_accuracy(train_features, train_labels, test_features,
         f"{counts[smallest]} training rows minus val_per_class="
         f"{val_per_class} held out")
   # float64 moments without a float64 copy of the whole (N, D) split.
-  mean, std = evaluate.column_moments(xtr)
+  mean, std = probes.column_moments(xtr)
   std = np.where(std > 0, std, 1.0)
   # float64 standardised rows on demand: the (N, D) train split is never
   # copied whole (a draw reads C·(shots + val_per_class) rows of it).

@@ -1,6 +1,6 @@
 """Weighted k-nearest-neighbour accuracy of the encoder representations.
 
-`ssljax.evaluate.knn_accuracy` (Wu et al. 2018, "Unsupervised Feature
+`ssljax.probes.knn_accuracy` (Wu et al. 2018, "Unsupervised Feature
 Learning via Non-Parametric Instance Discrimination": cosine similarity,
 votes weighted by exp(s/τ)) on ``ctx.features(state, "train"/"test")``.
 Cheap enough to run every few thousand steps.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numbers
 
-from ssljax import evaluate
+from ssljax import probes
 from ssljax.evaluators import base, check_option
 
 __all__ = ["Evaluator"]
@@ -46,6 +46,6 @@ class Evaluator(base.Evaluator):
       return
     xtr, ytr = self.ctx.features(state, "train")
     xte, yte = self.ctx.features(state, "test")
-    yield f"{self.name}/test_accuracy", evaluate.knn_accuracy(
+    yield f"{self.name}/test_accuracy", probes.knn_accuracy(
         xtr, ytr, xte, yte, k=min(self.k, len(xtr)),
         temperature=self.temperature, progress=self.ctx.shown)

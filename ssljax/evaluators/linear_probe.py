@@ -1,7 +1,7 @@
 """Offline linear probe of the frozen encoder (the standard linear evaluation).
 
 Multinomial logistic regression on ``ctx.features(state, "train")``, scored
-on ``ctx.features(state, "test")``, through `ssljax.evaluate.linear_probe`
+on ``ctx.features(state, "test")``, through `ssljax.probes.linear_probe`
 (standardised features, L2 chosen on a held-out part of the train rows).
 The baselines `ssljax.evaluators.raw_pixel_probe` and
 `ssljax.evaluators.random_init_probe` subclass this evaluator and change only
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numbers
 
-from ssljax import cross_validation, evaluate
+from ssljax import cross_validation, probes
 from ssljax.evaluators import base, baseline_cache, check_option
 
 __all__ = ["Evaluator"]
@@ -72,13 +72,13 @@ class Evaluator(base.Evaluator):
     self.cv_folds = cv_folds
 
   def probe(self, xtr, ytr, xte, yte) -> dict:
-    """`ssljax.evaluate.linear_probe` with this evaluator's options, and
+    """`ssljax.probes.linear_probe` with this evaluator's options, and
     with ``cv_folds`` its cross-validated accuracy on the train rows."""
     seed = self.ctx.config.seed if self.seed is None else self.seed
     options = dict(l2_grid=self.l2_grid, val_fraction=self.val_fraction,
                    max_iter=self.max_iter, max_search_rows=self.search_rows,
                    seed=seed, progress=self.ctx.shown)
-    out = evaluate.linear_probe(xtr, ytr, xte, yte, **options)
+    out = probes.linear_probe(xtr, ytr, xte, yte, **options)
     if self.cv_folds:
       cv = cross_validation.cross_validated_probe(
           xtr, ytr, folds=self.cv_folds, **options)

@@ -2,7 +2,7 @@
 
 On the projector outputs z (V, B, K) of `EvalContext.view_embeddings`,
 stacked view-major as (V·B, K) rows, and the batch graph G =
-`ssljax.methods.batch_graph(graph, V, B, labels)`, compares Z with the
+`ssljax.graphs.batch_graph(graph, V, B, labels)`, compares Z with the
 closed-form optimum Z* for G (`ssljax.theory.diagnostics
 .embedding_diagnostics`). Yields "<name>/gram_gap" (scale-fitted relative
 distance of the Grams, 0 at the optimum), "<name>/principal_angle_max"
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ssljax import methods
+from ssljax import graphs
 from ssljax.evaluators import base
 from ssljax.theory import diagnostics
 from ssljax.theory import spectral
@@ -73,7 +73,7 @@ class Evaluator(base.Evaluator):
       return
     labels = (None if self.graph == "views"
               else np.asarray(self.ctx.view_labels(state)))
-    g_NxN = methods.batch_graph(self.graph, v, b, labels,
+    g_NxN = graphs.batch_graph(self.graph, v, b, labels,
                                 dtype=z_VxBxK.dtype)
     if self.loss == "barlow_twins":
       g_NxN = g_NxN / max(v - 1, 1)

@@ -24,6 +24,9 @@ References:
 """
 
 from ssljax.graphs._core import degree
+from ssljax.graphs.batch import BATCH_GRAPH_KINDS
+from ssljax.graphs.batch import DATASET_GRAPH_KINDS
+from ssljax.graphs.batch import batch_graph
 from ssljax.graphs._core import is_bcoo
 from ssljax.graphs._core import laplacian
 from ssljax.graphs._core import to_bcoo
@@ -54,6 +57,8 @@ __all__ = [
     "views_graph", "supervised_graph", "normalized_supervised_graph",
     "mixed_graph", "signed_graph", "knn_graph", "laplacian", "degree",
     "validate_graph", "is_bcoo", "to_bcoo", "to_dense",
+    # The graph kinds of a run's config; the graph of a training batch.
+    "BATCH_GRAPH_KINDS", "DATASET_GRAPH_KINDS", "batch_graph",
     # Graph maths shared by the losses (dense or BCOO G).
     "as_graph", "graph_matmul", "graph_quadratic", "graph_sq_norm",
     "edge_arrays", "total_weight", "check_cross_graph", "EDGE_CHUNK",

@@ -2,7 +2,7 @@
 
 Rows are samples. The online network ends in a predictor whose outputs p are
 regressed onto the target network's projections z (a momentum copy, see
-`ssljax.ema`), with a stop-gradient on z. The loss of one pair is the squared
+`ssljax.methods.ema`), with a stop-gradient on z. The loss of one pair is the squared
 distance of the unit vectors, ‖p̂ − ẑ‖² = 2 − 2 cos(p, z).
 
 * `byol(p_online, z_target)`: one direction, mean over the rows;
@@ -145,7 +145,7 @@ def byol(p_online: jax.typing.ArrayLike,
       loss = (1/N) Σ_i ‖p̂_i − sg(ẑ_i)‖² = 2 − 2 (1/N) Σ_i cos(p_i, sg(z_i)),
 
   x̂ = x / max(‖x‖, 1e-12), sg = `jax.lax.stop_gradient`: only p_online gets
-  a gradient (the target network moves by `ssljax.ema.ema_update`). A zero
+  a gradient (the target network moves by `ssljax.methods.ema.ema_update`). A zero
   row has cosine 0. The official code sums over the K features and averages
   over the batch, as here.
 

@@ -98,7 +98,7 @@ def ijepa(pred: jax.typing.ArrayLike, target: jax.typing.ArrayLike, *,
     target: (R, T, D) target-encoder outputs (before the layer norm) at the
       same patches, in the same row order.
     valid: None, or bool (R, T): False marks padding (fixed shapes under
-      jit, `ssljax.masks.multiblock_masks`); the mean then runs over the
+      jit, `ssljax.methods.masks.multiblock_masks`); the mean then runs over the
       valid tokens' elements only, which equals the official loss on the
       unpadded arrays.
 

@@ -1,7 +1,7 @@
 """MoCo v3: InfoNCE of online queries against momentum keys.
 
 Rows are samples. The online encoder ends in a predictor whose outputs are
-the queries q; the momentum encoder (`ssljax.ema`) gives the keys k of the
+the queries q; the momentum encoder (`ssljax.methods.ema`) gives the keys k of the
 other view, under a stop-gradient. Query i's positive is key i; the other
 keys of the batch are its negatives (no queue).
 

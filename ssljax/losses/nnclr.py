@@ -1,7 +1,7 @@
 """NNCLR: support-set nearest neighbours as positives (Dwibedi et al. 2021).
 
 For embeddings z_i (B, K) of one view, NN(z_i, Q) is the row of the support
-set Q (a FIFO queue of past embeddings, `ssljax.queue`) with the highest
+set Q (a FIFO queue of past embeddings, `ssljax.methods.queue`) with the highest
 cosine similarity to z_i, taken under stop-gradient. The predictor outputs
 p_j of the OTHER view are contrasted against it:
 
@@ -198,7 +198,7 @@ def nnclr_two_view(
 
   The neighbour of view 1 is the anchor for view 2's prediction and vice
   versa (Algorithm 1: loss = L(NN1, p2)/2 + L(NN2, p1)/2). The support set
-  is then updated with z1 by the training loop (`ssljax.queue.queue_push`).
+  is then updated with z1 by the training loop (`ssljax.methods.queue.queue_push`).
 
   Args:
     p1, p2: (B, K) predictor outputs of views 1 and 2.

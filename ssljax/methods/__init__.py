@@ -21,28 +21,40 @@ entry (docs/guide/new_method.md).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
-from ssljax import config_rules
+from ssljax import config_rules, deprecation
 from ssljax.methods.base import BatchSpec, LossAux, Method
-from ssljax.methods.joint_embedding import (DATASET_GRAPH_KINDS, GRAPH_KINDS,
-                                            batch_graph)
 
 __all__ = ["BatchSpec", "LossAux", "Method", "available", "get", "build",
-           "config_fields", "config_problems", "GRAPH_KINDS",
-           "DATASET_GRAPH_KINDS", "batch_graph"]
+           "config_fields", "config_problems"]
 
-# Modules of this package that are not methods.
-_NOT_METHODS = ("base", "joint_embedding", "ema_teacher", "student",
-                "masked_vit")
-
+__getattr__ = deprecation.moved_names(__name__, {
+    "GRAPH_KINDS": "ssljax.graphs.BATCH_GRAPH_KINDS",
+    "DATASET_GRAPH_KINDS": "ssljax.graphs.DATASET_GRAPH_KINDS",
+    "batch_graph": "ssljax.graphs.batch_graph",
+})
 
 def available() -> list[str]:
-  """Sorted method names: the public modules of this package that are
-  methods."""
-  return sorted(m.name for m in pkgutil.iter_modules(__path__)
-                if not m.name.startswith("_") and m.name not in _NOT_METHODS)
+  """Sorted method names: the modules of this package that define a class
+  ``Method`` (a subclass of `ssljax.methods.base.Method`); the shared parts
+  (``base``, ``joint_embedding``, ``ema``, ``masks``, ...) define none."""
+  return list(_method_modules())
+
+
+@functools.cache
+def _method_modules() -> tuple:
+  names = []
+  for info in pkgutil.iter_modules(__path__):
+    if info.name.startswith("_"):
+      continue
+    module = importlib.import_module(f"{__name__}.{info.name}")
+    cls = getattr(module, "Method", None)
+    if isinstance(cls, type) and issubclass(cls, Method) and cls is not Method:
+      names.append(info.name)
+  return tuple(sorted(names))
 
 
 def get(name: str) -> type:

@@ -5,7 +5,7 @@ no parameters of the optimiser but part of the method's state: they start as
 a copy of the student's and, after each optimiser step, move towards them,
 ξ ← τ_k ξ + (1 − τ_k) θ, with τ_k on BYOL's cosine from
 ``config.teacher.momentum`` to ``config.teacher.final_momentum``
-(`ssljax.ema`). The teacher sees the G global views only, in train mode
+(`ssljax.methods.ema`). The teacher sees the G global views only, in train mode
 (its BatchNorm statistics are its own), under stop-gradient.
 
 References:
@@ -16,7 +16,9 @@ References:
 import jax
 import jax.numpy as jnp
 
-from ssljax import config_rules as rules, ema
+from ssljax import config_rules as rules
+
+from ssljax.methods import ema
 from ssljax.methods import base
 
 __all__ = ["TEACHER_FIELDS", "EMATeacherMixin"]

@@ -4,7 +4,7 @@ Networks: a ViT context encoder and a narrow ViT predictor
 (`ssljax.models.IJEPANetwork`, `ssljax.models.JEPAPredictor`), and an EMA
 target encoder (`ssljax.methods.ema_teacher`; the state's
 ``teacher.params.encoder``). One view per image. Each step draws the
-multi-block masks from the step's key (`ssljax.masks.multiblock_masks`:
+multi-block masks from the step's key (`ssljax.methods.masks.multiblock_masks`:
 M target blocks, one context block minus the targets); the context encoder
 sees the context patches, the target encoder the whole image; the predictor
 predicts each target block's tokens from the context; the loss is
@@ -35,7 +35,9 @@ Loss and gradient are those of the padded computation.
 import jax
 import jax.numpy as jnp
 
-from ssljax import config_rules as rules, losses, masks, models
+from ssljax import config_rules as rules, losses, models
+
+from ssljax.methods import masks
 from ssljax.methods import base, ema_teacher, masked_vit
 
 __all__ = ["Method", "context_lengths"]
@@ -92,7 +94,7 @@ class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
     return problems
 
   def mask_kwargs(self):
-    """`ssljax.masks.multiblock_masks` keywords of the config."""
+    """`ssljax.methods.masks.multiblock_masks` keywords of the config."""
     return _mask_kwargs(self.config)
 
   def loss(self, params, state, batch, key, schedule):
@@ -180,7 +182,7 @@ def context_lengths(bound: int) -> tuple:
   The context of a batch has ``num_context`` valid positions (the batch's
   smallest context, as the official collator truncates), known only on the
   device; shapes under jit are static, so the positions come padded to the
-  bound K_max (`ssljax.masks.multiblock_bounds`: 169 of 196 patches for
+  bound K_max (`ssljax.methods.masks.multiblock_bounds`: 169 of 196 patches for
   ViT-B/16 at 224 px), far above the usual ``num_context`` (about 50 at
   batch 128). The step runs the context encoder and the predictor at the
   shortest of these lengths that holds ``num_context``: the fractions 1/4,

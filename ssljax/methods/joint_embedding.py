@@ -14,7 +14,7 @@ Each offers some of three loss forms of `ssljax.losses`:
 `ssljax.models.EncoderProjector`, state = BatchNorm statistics); a method
 module sets its name and its forms. ``config.graph`` chooses G: a batch
 graph (GRAPH_KINDS) or a whole-dataset graph trained on sampled edges
-(DATASET_GRAPH_KINDS).
+(graphs.DATASET_GRAPH_KINDS).
 """
 
 import jax
@@ -23,20 +23,10 @@ import jax.numpy as jnp
 from ssljax import config_rules as rules, graphs, losses
 from ssljax.methods import base
 
-__all__ = ["GRAPH_KINDS", "DATASET_GRAPH_KINDS", "JointEmbeddingMethod",
-           "batch_graph", "terms_of"]
-
-GRAPH_KINDS = ("views", "supervised", "mixed")
-# Graphs over the whole train set, trained on sampled edges
-# (ssljax.graphs.edges, ssljax.data.edge_batches): the two views of a batch
-# row are cut from the endpoints of one edge, on the devices, by the views
-# engine of every path. Form "two_view" uses the method's
-# original loss on the edge pairs; form "graph" is the unbiased edge
-# estimate of VIC² (losses.edge_vic2_terms), spectral_contrastive only.
-DATASET_GRAPH_KINDS = ("dataset_knn", "dataset_supervised", "edge_list")
+__all__ = ["JointEmbeddingMethod", "terms_of"]
 
 GRAPH_FIELDS = {
-    "graph.kind": rules.one_of(*GRAPH_KINDS, *DATASET_GRAPH_KINDS),
+    "graph.kind": rules.one_of(*graphs.BATCH_GRAPH_KINDS, *graphs.DATASET_GRAPH_KINDS),
     "graph.alpha": rules.real(0.0, 1.0),
     "graph.label_fraction": rules.real(0.0, 1.0),
     "graph.normalize": rules.boolean,
@@ -61,64 +51,6 @@ def terms_of(name: str):
     return {"loss": scalar(*args, **kwargs)}
   terms.__wrapped__ = scalar
   return terms
-
-
-def batch_graph(kind: str, num_views: int, batch: int, labels=None, *,
-                alpha: float = 0.5, normalize: bool = True,
-                dtype=jnp.float32) -> jax.Array:
-  """The graph G over the V·B view-major rows of a training batch.
-
-  * "views": the V-view SSL graph ``graphs.views_graph(B, V)``: the views of
-    one sample are positives (degree V − 1).
-  * "supervised": rows with the same known label are positives, across views
-    and samples; no self loops; a label −1 (unknown) gives an empty row. This
-    is (1_V1_Vᵀ ⊗ YYᵀ) − I restricted to known labels (Cabannes et al. 2023
-    (arXiv 2303.15256): "SSL is a G away from supervised learning").
-  * "mixed": (1 − α)·views + α·supervised (Cabannes et al. 2023 §3).
-
-  With ``normalize`` the label part is rescaled so that its mean degree over
-  the known rows is V − 1, the degree of the views graph: the loss weights
-  tuned for SSL then keep their balance (a convention of ours, not of the
-  papers; the supervised degree otherwise grows with the batch size).
-
-  Args:
-    kind: one of GRAPH_KINDS.
-    num_views, batch: V and B; G is (V·B, V·B).
-    labels: int (B,) batch labels, −1 = unknown; required unless kind="views".
-      May be a tracer (this runs inside the jitted train step).
-    alpha: mixing weight α in [0, 1] for "mixed".
-    normalize: rescale the label part as above.
-    dtype: dtype of G.
-
-  Returns:
-    (V·B, V·B) symmetric array of ``dtype``.
-
-  Raises:
-    ValueError: unknown kind, missing labels or a bad label shape, α outside
-      [0, 1].
-  """
-  if kind not in GRAPH_KINDS:
-    raise ValueError(f"unknown graph kind {kind!r}; expected one of {GRAPH_KINDS}")
-  g_views = graphs.views_graph(batch, num_views, dtype=dtype)
-  if kind == "views":
-    return g_views
-  if labels is None or jnp.shape(labels) != (batch,):
-    raise ValueError(f"graph kind {kind!r} needs labels of shape ({batch},), "
-                     f"got {None if labels is None else jnp.shape(labels)}")
-  if not 0.0 <= alpha <= 1.0:
-    raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-  y_N = jnp.tile(jnp.asarray(labels), num_views)  # view-major rows
-  same_NxN = (y_N[:, None] == y_N[None, :]) & (y_N[:, None] >= 0)
-  g_sup = jnp.where(jnp.eye(num_views * batch, dtype=bool), False,
-                    same_NxN).astype(dtype)
-  if normalize:
-    known = jnp.sum(y_N >= 0)
-    mean_degree = jnp.sum(g_sup) / jnp.maximum(known, 1)
-    g_sup = g_sup * (num_views - 1) / jnp.maximum(mean_degree, 1e-12)
-  if kind == "supervised":
-    return g_sup
-  return (1.0 - alpha) * g_views + alpha * g_sup
-
 
 
 class JointEmbeddingMethod(base.SingleNetworkMethod):
@@ -156,7 +88,7 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
                         num_views, config.graph.kind)
     if why:
       return [f"config.loss.form/views/graph.kind: {why}"]
-    if (config.graph.kind in DATASET_GRAPH_KINDS
+    if (config.graph.kind in graphs.DATASET_GRAPH_KINDS
         and config.dataset.in_memory == "no"):
       return [f"config.dataset.in_memory='no': graph.kind "
               f"{config.graph.kind!r} builds its graph from the train split "
@@ -193,16 +125,16 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
     if self.form == "multi_view":
       return fn(z_VxBxK, **self.hparams)
     graph = dict(self.graph_kwargs)
-    if graph["kind"] in DATASET_GRAPH_KINDS:
+    if graph["kind"] in graphs.DATASET_GRAPH_KINDS:
       return losses.edge_vic2_terms(z_VxBxK, edge_info)
-    g_NxN = batch_graph(graph.pop("kind"), num_views, batch, labels,
+    g_NxN = graphs.batch_graph(graph.pop("kind"), num_views, batch, labels,
                         dtype=z_VxBxK.dtype, **graph)
     return fn(z_VxBxK.reshape(num_views * batch, k), g_NxN, **self.hparams)
 
 
 def _form_problem(name, forms, form, num_views, graph_kind):
   """Why a (form, V, graph kind) does not fit a method, or None."""
-  if graph_kind in DATASET_GRAPH_KINDS and num_views != 2:
+  if graph_kind in graphs.DATASET_GRAPH_KINDS and num_views != 2:
     return (f"graph kind {graph_kind!r} samples edges, whose two endpoints"
             f" are the views: needs 2 views (views.num_global + "
             f"views.num_local), got {num_views}")
@@ -212,7 +144,7 @@ def _form_problem(name, forms, form, num_views, graph_kind):
             f"{'graph' if 'graph' in forms else 'multi_view'!r}")
   if num_views < 2:
     return f"SSL losses need at least 2 views, got {num_views}"
-  if graph_kind in DATASET_GRAPH_KINDS:
+  if graph_kind in graphs.DATASET_GRAPH_KINDS:
     if num_views != 2:
       return (f"graph kind {graph_kind!r} samples edges, whose two endpoints"
               f" are the views: needs 2 views, got {num_views}")

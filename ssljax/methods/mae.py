@@ -3,7 +3,7 @@
 Networks: a ViT encoder (with a class token) and MAE's light decoder
 (`ssljax.models.MAENetwork`, `ssljax.models.MAEDecoder`). One view per
 image. Each step removes ``masks.mask_ratio`` of the patches of every image
-at random (`ssljax.masks.random_masking`, from the step's key); the encoder
+at random (`ssljax.methods.masks.random_masking`, from the step's key); the encoder
 sees the visible patches, the decoder predicts the pixels of every patch,
 and the loss (`ssljax.losses.mae`) is the per-patch mean squared error on
 the removed patches, against per-patch normalised pixels when
@@ -18,7 +18,9 @@ equally good, App. A.1).
 import jax
 import jax.numpy as jnp
 
-from ssljax import config_rules as rules, losses, masks, models
+from ssljax import config_rules as rules, losses, models
+
+from ssljax.methods import masks
 from ssljax.methods import base, masked_vit
 
 __all__ = ["Method"]

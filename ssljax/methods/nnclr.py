@@ -2,7 +2,7 @@
 
 Network: encoder + projector + predictor
 (`ssljax.models.EncoderProjectorPredictor`); state: a FIFO support queue
-of ``config.loss.queue_size`` past projections (`ssljax.queue`). Loss: the
+of ``config.loss.queue_size`` past projections (`ssljax.methods.queue`). Loss: the
 positive of each view is the nearest neighbour of its projection in the
 queue, contrasted against the other view's predictions (eq. (2),
 Algorithm 1), symmetrised; then the first view's projections of the global
@@ -13,7 +13,9 @@ queue (`losses.nnclr_graph`), equal to it.
 
 import jax
 
-from ssljax import losses, queue as support_queue
+from ssljax import losses
+
+from ssljax.methods import queue as support_queue
 from ssljax.methods import student, base
 
 __all__ = ["Method"]

@@ -196,7 +196,7 @@ class MAEDecoder(nn.Module):
       latent: (B, 1 + K, D) encoder output: the class token, then the K
         visible tokens in the order of ``ids_restore``'s shuffle.
       ids_restore: int (B, L), the inverse of the shuffle whose first K
-        entries are the visible positions (`ssljax.masks.random_masking`).
+        entries are the visible positions (`ssljax.methods.masks.random_masking`).
       grid: (gh, gw) static patch grid, gh·gw = L.
       patch_dim: P = p²·C values per patch (static).
     """
@@ -281,7 +281,7 @@ class MAENetwork(nn.Module):
 
   def reconstruct(self, x, keep, ids_restore):
     """Pixel predictions (B, L, p²·C) of every patch from the patches
-    ``keep`` (B, K) (`ssljax.masks.random_masking`)."""
+    ``keep`` (B, K) (`ssljax.methods.masks.random_masking`)."""
     p = self.encoder.patch_size
     grid = (x.shape[1] // p, x.shape[2] // p)
     latent = self.encoder(x, keep=keep, output="tokens")

@@ -136,7 +136,7 @@ class _Attention(nn.Module):
 
   x: (B, N, D) -> (B, N, D). Logits and softmax in float32. ``key_mask``
   (B, N) bool, True = a real token: padded keys get no attention weight
-  (fixed-shape token subsets, `ssljax.masks`).
+  (fixed-shape token subsets, `ssljax.methods.masks`).
   """
   num_heads: int
   dtype: jnp.dtype = jnp.float32

@@ -1,7 +1,7 @@
 """How far a learned batch embedding is from the theory's optimum.
 
 Rows are samples: Z is (N, K), G is (N, N) (for a training batch, the
-view-major graph of `ssljax.methods.batch_graph`). The SSL losses are
+view-major graph of `ssljax.graphs.batch_graph`). The SSL losses are
 invariant under Z → ZR (R orthogonal), so every distance here compares
 subspaces or Gram matrices ZZᵀ, never entries of Z.
 

@@ -51,7 +51,7 @@ import numpy as np
 import optax
 
 from ssljax import data as ssl_data
-from ssljax.evaluate import knn_accuracy, linear_probe
+from ssljax.probes import knn_accuracy, linear_probe
 from ssljax.pal.loop import ScaledMLP, embed, run_pal
 from ssljax.pal.mixed import MixedOracle
 from ssljax.pal.oracles import Minibatch, check_batch_size

@@ -1,0 +1,43 @@
+"""Names and modules that moved keep working for one minor version and
+warn in one line, naming the new home (docs/public_api.md's policy)."""
+
+import importlib
+import sys
+
+import pytest
+
+from ssljax import data, graphs, methods, probes
+from ssljax.methods import ema, masks, queue
+
+MOVED_MODULES = [("ssljax.evaluate", probes), ("ssljax.ema", ema),
+                 ("ssljax.queue", queue), ("ssljax.masks", masks)]
+
+
+@pytest.mark.parametrize("old, new", MOVED_MODULES)
+def test_a_moved_module_warns_and_serves_the_new_one(old, new):
+  sys.modules.pop(old, None)
+  with pytest.warns(DeprecationWarning) as record:
+    module = importlib.import_module(old)
+  message = str(record[0].message)
+  assert message == (f"{old} is deprecated, use {new.__name__} "
+                     "(removed in 0.4)")
+  assert module.__all__ == new.__all__
+  for name in new.__all__:
+    assert getattr(module, name) is getattr(new, name)
+
+
+@pytest.mark.parametrize("module, old, new", [
+    ("ssljax.inputs", "source_labels", data.source_labels),
+    ("ssljax.methods", "GRAPH_KINDS", graphs.BATCH_GRAPH_KINDS),
+    ("ssljax.methods", "DATASET_GRAPH_KINDS", graphs.DATASET_GRAPH_KINDS),
+    ("ssljax.methods", "batch_graph", graphs.batch_graph),
+])
+def test_a_moved_name_warns_and_is_the_same_object(module, old, new):
+  with pytest.warns(DeprecationWarning, match=f"{module}.{old} is deprecated"):
+    got = getattr(importlib.import_module(module), old)
+  assert got is new
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+  with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+    getattr(methods, "no_such_name")
