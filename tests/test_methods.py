@@ -12,7 +12,7 @@ import ml_collections
 import pytest
 
 from ssljax import config_validation, graphs, losses, methods
-from ssljax.methods import base as method_base
+from ssljax.methods import loss_config, single_network
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -136,6 +136,16 @@ def _problems(config):
     ("lejepa", {"lejepa.lam": 1.5}, "config.lejepa.lam=1.5"),
     ("lejepa", {"lejepa.num_slices": 0}, "config.lejepa.num_slices=0"),
     ("lejepa", {"loss.form": "two_view"}, "loss.form='two_view'"),
+    # Each method's own hyper-parameter rules (Method.HPARAM_RULES).
+    ("simclr", {"loss.temperature": 0.0}, "config.loss.temperature=0.0"),
+    ("mocov3", {"loss.temperature": -1.0}, "config.loss.temperature=-1.0"),
+    ("nnclr", {"loss.queue_size": 0}, "config.loss.queue_size=0"),
+    ("barlow_twins", {"loss.lambda_offdiag": -1.0},
+     "config.loss.lambda_offdiag=-1.0"),
+    ("wmse", {"loss.whitening_size": 1}, "config.loss.whitening_size=1"),
+    ("dino", {"loss.center_momentum": 1.5}, "config.loss.center_momentum=1.5"),
+    ("mae", {"loss.norm_pix_loss": 1}, "config.loss.norm_pix_loss=1"),
+    ("vicreg", {"loss.var_weight": -1.0}, "config.loss.var_weight=-1.0"),
 ])
 def test_each_method_refuses_its_bad_configs_in_one_line(name, overrides,
                                                          match):
@@ -160,6 +170,22 @@ def test_an_old_field_name_names_the_new_one(old, new):
     config[parent][leaf] = 2
   message = _problems(config)
   assert old in message and new in message and "\n" not in message
+
+
+def test_each_hyper_parameter_rule_names_a_keyword_of_a_form():
+  """A rule under a name no form accepts would never apply."""
+  for name in methods.available():
+    cls = methods.get(name)
+    accepted = set().union(*(loss_config.keyword_hparams(fn) for fn in
+                             cls.hparam_signatures().values()))
+    assert set(cls.HPARAM_RULES) <= accepted, (name, cls.HPARAM_RULES)
+
+
+def test_only_methods_with_an_edge_estimate_take_form_graph_on_edges():
+  config = _config("vicreg", **{"graph.kind": "dataset_knn",
+                                "loss.form": "graph"})
+  assert ("which method 'vicreg' does not have (methods with one: "
+          "spectral_contrastive)") in _problems(config)
 
 
 def test_registry_lists_every_method_module():
@@ -238,7 +264,7 @@ def test_forward_views_groups_views_only_where_samples_are_independent(
     calls.append(x.shape)
     return net.apply(v, x, **kw)
 
-  outs, new_stats = method_base.forward_views(
+  outs, new_stats = single_network.forward_views(
       apply, lambda s: {"params": params, "batch_stats": s}, stats, views)
   expected, s = [], stats
   for x in views:
@@ -256,7 +282,7 @@ def test_forward_views_groups_views_only_where_samples_are_independent(
     np.testing.assert_allclose(a, b, rtol=1e-6)
   # Inference mode: samples never interact, so views are grouped.
   calls.clear()
-  eval_outs, _ = method_base.forward_views(
+  eval_outs, _ = single_network.forward_views(
       apply, lambda s: {"params": params, "batch_stats": s}, stats, views,
       train=False)
   assert len(calls) == 2

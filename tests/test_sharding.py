@@ -104,7 +104,7 @@ RTOL = {"float32": 1e-3, "float64": 1e-11}
 
 def _expected_methods_and_forms():
   return {(name, form) for name in methods.available()
-          for form in methods.get(name).forms}
+          for form in methods.get(name).FORMS}
 
 
 def test_cases_cover_every_method_and_form():

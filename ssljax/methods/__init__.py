@@ -15,8 +15,9 @@ methods (byol, simsiam, mocov3, dino, nnclr), LeJEPA (lejepa: invariance
 plus SIGReg, no teacher) and the masked-token ViT methods (ijepa, mae;
 `ssljax.methods.masked_vit`).
 
-Adding a method = one module here + its config + its tests + one docs
-entry (docs/guide/new_method.md).
+Adding a method = one module here (the registry finds it) + its config +
+its tests + one docs entry, and its loss in `ssljax.losses` or its network
+in `ssljax.models` when it brings a new one (docs/guide/new_method.md).
 """
 
 from __future__ import annotations

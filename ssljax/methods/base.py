@@ -30,21 +30,27 @@ The batch contract (``batch`` of ``loss``), a dict:
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import inspect
-import itertools
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 
-from ssljax import config_rules, models
+from ssljax import deprecation
+from ssljax.methods import loss_config
 
-__all__ = ["BatchSpec", "LossAux", "Method", "SingleNetworkMethod",
-           "forward_views", "projector_network", "predictor_network",
-           "two_view_problem", "loss_fields", "loss_key_problems", "loss_hparams",
-           "encoder_of", "head_kwargs", "compute_dtype", "keyword_hparams"]
+__all__ = ["BatchSpec", "LossAux", "Method"]
+
+# Helpers that lived here before the protocol was split from them.
+__getattr__ = deprecation.moved_names(__name__, {
+    **{name: f"ssljax.methods.single_network.{name}"
+       for name in ("forward_views", "SingleNetworkMethod")},
+    **{name: f"ssljax.methods.loss_config.{name}"
+       for name in ("keyword_hparams", "loss_fields", "loss_key_problems",
+                    "loss_hparams", "two_view_problem")},
+    **{name: f"ssljax.methods.networks.{name}"
+       for name in ("compute_dtype", "encoder_of", "head_kwargs",
+                    "projector_network", "predictor_network")},
+})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,113 +90,69 @@ class LossAux(NamedTuple):
   representation: jax.Array
 
 
-def forward_views(apply, variables_of, state_stats, views, *, train=True):
-  """The views through one network, threading BatchNorm statistics.
-
-  With BatchNorm in batch-statistics mode (``train`` and statistics in
-  ``state_stats``), each view goes through the network on its own, so
-  BatchNorm normalises per view, as in the official VICReg/BYOL code (global
-  and local crops differ in size). Without it (a ViT with LayerNorm, or
-  ``train=False``) samples do not interact, and consecutive views of one
-  shape go through the network as one batch of n·B rows (as DINO's
-  multi-crop wrapper does with the crops of one resolution): the same
-  outputs, one copy of the network in the compiled step instead of n (the
-  DINO ViT-S/16 step with 2 + 6 crops had 2,024 matrix products), and
-  larger products for the accelerator. The views are interleaved sample by
-  sample, so a batch sharded over devices stays where it is.
-
-  Args:
-    apply: ``apply(variables, x, train=..., mutable=...)`` of a flax module
-      returning a dict of outputs, each (rows, ...).
-    variables_of: ``variables_of(batch_stats) -> variables`` dict for apply.
-    state_stats: BatchNorm statistics before the first view ({} or a tree
-      without leaves: the network has none).
-    views: sequence of V arrays (B, S_v, S_v, C).
-    train: BatchNorm in batch-statistics mode (and statistics updated).
-
-  Returns:
-    (list of V output dicts, BatchNorm statistics after the last view).
-
-  Raises:
-    ValueError: an output of a grouped forward pass without one row per
-      input row.
-  """
-  if train and jax.tree.leaves(state_stats):
-    outs = []
-    for x in views:  # V is static: unrolled
-      out, updates = apply(variables_of(state_stats), x, train=True,
-                           mutable=["batch_stats"])
-      state_stats = updates.get("batch_stats", state_stats)
-      outs.append(out)
-    return outs, state_stats
-  outs = []
-  for _, group in itertools.groupby(views, key=lambda x: x.shape):
-    group = list(group)
-    n, b = len(group), group[0].shape[0]
-    x = group[0] if n == 1 else jnp.stack(group, axis=1).reshape(
-        n * b, *group[0].shape[1:])  # rows (sample, view)
-    if train:
-      out, _ = apply(variables_of(state_stats), x, train=True,
-                     mutable=["batch_stats"])
-    else:
-      out = apply(variables_of(state_stats), x, train=False)
-    if n == 1:
-      outs.append(out)
-      continue
-
-    def per_view(a, n=n, b=b):
-      if a.shape[:1] != (n * b,):
-        raise ValueError(f"an output of shape {a.shape} of {n} views of "
-                         f"{b} rows: expected {n * b} rows")
-      return a.reshape(b, n, *a.shape[1:])
-
-    stacked = jax.tree.map(per_view, out)
-    outs += [jax.tree.map(lambda a, i=i: a[:, i], stacked) for i in range(n)]
-  return outs, state_stats
-
-
 class Method:
   """Base class of the methods: the protocol and its defaults.
 
-  Subclasses set ``name``, ``forms`` (the loss forms they offer, first =
-  the original paper's) and implement ``init``, ``loss`` and
+  Subclasses set ``name`` and ``FORMS`` (the loss forms they offer, the
+  original paper's first) and implement ``init``, ``loss`` and
   ``representation``; ``after_update`` defaults to no change. Each also
   declares the config fields it reads (``config_fields``, a dict of dotted
-  path -> rule of `ssljax.config_rules`) and cross-field checks
-  (``check_config``), which `ssljax.config_validation` calls before any data
-  is loaded.
+  path -> rule of `ssljax.config_rules`; by default those of ``config.loss``)
+  and cross-field checks (``check_config``), which
+  `ssljax.config_validation` calls before any data is loaded.
 
   A method object is static in jit (hashable by identity): all arrays live
   in ``params`` and ``state``.
 
   Attributes:
+    name: the method's name, ``config.method`` (its module's name).
+    FORMS: {form name: loss callable}, ``config.loss.form`` picks one; the
+      keyword-only parameters of the callable are the ``config.loss``
+      hyper-parameters the form accepts (`hparam_signatures`).
+    HPARAM_RULES: {hyper-parameter name: rule} of this method's
+      ``config.loss`` fields (`ssljax.methods.loss_config.loss_fields` says
+      what an unlisted one gets).
     config: the run's ConfigDict.
   """
 
   name: str = ""
-  forms: tuple = ()
+  FORMS: dict = {}
+  HPARAM_RULES: dict = {}
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
 
   # ------------------------------------------------------------- config --
   @classmethod
+  def hparam_signatures(cls) -> dict:
+    """{form: callable whose keyword-only parameters are the form's
+    ``config.loss`` hyper-parameters}: ``FORMS`` itself unless a method's
+    hyper-parameters act outside its forms (DINO's temperature schedule)."""
+    return cls.FORMS
+
+  @classmethod
   def config_fields(cls, config: ml_collections.ConfigDict) -> dict:
     """Dotted path -> rule of every method-specific field this method reads
-    (besides the common fields of every config). ``config`` is the run's
-    config, for fields whose presence depends on others."""
-    del config
-    return {}
+    (besides the common fields of every config): here ``loss.form`` and the
+    chosen form's hyper-parameters; subclasses add their own. ``config`` is
+    the run's config, for fields whose presence depends on others."""
+    return loss_config.loss_fields(config, cls.hparam_signatures(),
+                                   cls.HPARAM_RULES)
 
   @classmethod
   def check_config(cls, config: ml_collections.ConfigDict) -> list:
     """Cross-field problems, one line each (fields already pass their
-    rules); empty when the config is usable."""
-    form = config.loss.form
-    if form not in cls.forms:
-      return [f"config.loss.form={form!r}: method {cls.name!r} offers "
-              f"{', '.join(map(repr, cls.forms))}"]
-    return []
+    rules); empty when the config is usable. Here: a form the method does
+    not offer, a ``config.loss`` key the form does not accept, and form
+    "two_view" with other than 2 views; subclasses add their own."""
+    problems = loss_config.loss_key_problems(config, cls.name,
+                                             cls.hparam_signatures())
+    if not problems and config.loss.form == "two_view":
+      others = [f for f in cls.FORMS if f != "two_view"]
+      problems = loss_config.two_view_problem(
+          config, f"config.loss.form='two_view' of method {cls.name!r}"
+          + (f" (use {others[0]!r} for more views)" if others else ""))
+    return problems
 
   # ----------------------------------------------------------- protocol --
   def init(self, key: jax.Array, batch_spec: BatchSpec) -> tuple:
@@ -251,164 +213,3 @@ class Method:
     sees (projector or head output), BatchNorm in inference mode; the
     label-free metrics and the theory diagnostics read z."""
     raise NotImplementedError
-
-
-# ------------------------------------------------------------------ helpers --
-# Loss hyper-parameters by name (the keywords of ssljax.losses), their rules.
-_LOSS_RULES = {
-    "temperature": config_rules.real(0.0, lo_open=True),
-    "eps": config_rules.real(0.0),
-    "lambda_offdiag": config_rules.real(0.0),
-    "whitening_size": config_rules.integer(2),
-    "block_size": config_rules.integer(1, none_ok=True),
-    "student_temperature": config_rules.real(0.0, lo_open=True),
-    "teacher_temperature": config_rules.real(0.0, lo_open=True),
-    "warmup_teacher_temperature": config_rules.real(0.0, lo_open=True),
-    "teacher_temperature_warmup_epochs": config_rules.real(0.0),
-    "center_momentum": config_rules.real(0.0, 1.0),
-    "queue_size": config_rules.integer(1),
-}
-
-
-def keyword_hparams(fn) -> set:
-  """Names of the keyword-only parameters of a loss form (its
-  hyper-parameters)."""
-  sig = inspect.signature(inspect.unwrap(fn))
-  return {n for n, p in sig.parameters.items() if p.kind == p.KEYWORD_ONLY}
-
-
-def loss_fields(config, forms: dict) -> dict:
-  """Rules of ``loss.form`` and of the ``loss.*`` hyper-parameters the chosen
-  form accepts (those present in the config); a weight is a real >= 0."""
-  fields = {"loss.form": config_rules.one_of(*forms)}
-  fn = forms.get(config.loss.get("form"))
-  accepted = keyword_hparams(fn) if fn is not None else set()
-  for key in config.loss.keys():
-    if key in accepted:
-      rule = _LOSS_RULES.get(key) or (config_rules.real(0.0)
-                                      if key.endswith("weight") else
-                                      config_rules.anything)
-      fields[f"loss.{key}"] = rule
-  return fields
-
-
-def loss_key_problems(config, name: str, forms: dict) -> list:
-  """One line per ``config.loss`` key the chosen form does not accept."""
-  form = config.loss.form
-  if form not in forms:
-    return [f"config.loss.form={form!r}: method {name!r} offers "
-            f"{', '.join(map(repr, forms))}"]
-  accepted = keyword_hparams(forms[form])
-  problems = []
-  for key in config.loss.keys():
-    if key != "form" and key not in accepted:
-      near = difflib.get_close_matches(key, sorted(accepted), n=2, cutoff=0.6)
-      hint = (f"; did you mean "
-              f"{' or '.join(repr('config.loss.' + m) for m in near)}?"
-              if near else "")
-      problems.append(
-          f"config.loss.{key} is not a hyper-parameter of method {name!r} "
-          f"(form {form!r}); it accepts "
-          f"{', '.join(sorted(accepted)) or 'none'}{hint}")
-  return problems
-
-
-def loss_hparams(config) -> dict:
-  """``config.loss`` without "form", as keyword arguments."""
-  return {k: v for k, v in config.loss.to_dict().items() if k != "form"}
-
-
-def compute_dtype(config):
-  """jnp dtype of ``config.model.dtype``: "float32" or "bfloat16" (the
-  runs' choices), or "float64" (exactness tests under ``jax_enable_x64``;
-  not accepted by the run's config validation)."""
-  return {"float32": jnp.float32, "bfloat16": jnp.bfloat16,
-          "float64": jnp.float64}[config.model.dtype]
-
-
-def encoder_of(config):
-  """The encoder of ``config.model`` (`ssljax.models.make_encoder`)."""
-  return models.make_encoder(config.model.encoder,
-                             config.model.encoder_kwargs.to_dict(),
-                             compute_dtype(config))
-
-
-def head_kwargs(config) -> dict:
-  """Attributes of the projector/predictor MLPs besides their widths
-  (``weight_init``, ``bn_momentum``, ``bn_epsilon`` of
-  `ssljax.models.Projector`): ``config.model.projector_kwargs``, {} when the
-  config has none."""
-  kwargs = config.model.get("projector_kwargs", None)
-  return kwargs.to_dict() if kwargs is not None else {}
-
-
-def projector_network(config):
-  """`ssljax.models.EncoderProjector` of ``config.model``: the encoder and
-  the projector MLP of widths ``model.projector``."""
-  dtype = compute_dtype(config)
-  return models.EncoderProjector(
-      encoder_of(config),
-      models.Projector(tuple(config.model.projector), dtype=dtype,
-                       **head_kwargs(config)))
-
-
-def predictor_network(config):
-  """`ssljax.models.EncoderProjectorPredictor` of ``config.model``: the
-  predictor has the projector's layer form (Dense-BN-ReLU, last Dense)."""
-  dtype = compute_dtype(config)
-  return models.EncoderProjectorPredictor(
-      encoder_of(config),
-      models.Projector(tuple(config.model.projector), dtype=dtype,
-                       **head_kwargs(config)),
-      models.Projector(tuple(config.model.predictor), dtype=dtype,
-                       **head_kwargs(config)))
-
-
-def two_view_problem(config, what: str) -> list:
-  """[one line] when ``what`` (e.g. "method 'mocov3'") needs V = 2 views and
-  the config has another count, else []."""
-  num_views = config.views.num_global + config.views.num_local
-  if num_views == 2:
-    return []
-  return [f"{what} needs 2 views (views.num_global + views.num_local), got "
-          f"{num_views}"]
-
-
-class SingleNetworkMethod(Method):
-  """A method whose trained parameters are one network (``self.network``,
-  a `ssljax.models.EncoderProjector` or `EncoderProjectorPredictor`):
-  ``init``, ``representation`` and ``embedding`` from it; ``forward``
-  passes views through it in train mode."""
-
-  network: Any = None
-
-  def init(self, key, batch_spec):
-    x = jnp.zeros((2, *batch_spec.view_shape), jnp.float32)
-    variables = self.network.init(key, x, train=False)
-    return variables["params"], {"batch_stats":
-                                 variables.get("batch_stats", {})}
-
-  def forward(self, params, batch_stats, views):
-    """(list of V output dicts, new batch_stats), train mode, per view."""
-    return forward_views(
-        self.network.apply,
-        lambda stats: {"params": params, "batch_stats": stats},
-        batch_stats, views)
-
-  def representation(self, params, state, images):
-    return self.network.apply(
-        {"params": params, "batch_stats": state["batch_stats"]}, images,
-        train=False, method=self.network.represent)
-
-  def train_representation(self, params, state, images):
-    h, updates = self.network.apply(
-        {"params": params, "batch_stats": state["batch_stats"]}, images,
-        train=True, mutable=["batch_stats"], method=self.network.represent)
-    return h, {**state, "batch_stats": {**state["batch_stats"],
-                                        **updates.get("batch_stats", {})}}
-
-  def embedding(self, params, state, images):
-    out = self.network.apply(
-        {"params": params, "batch_stats": state["batch_stats"]}, images,
-        train=False)
-    return out["h"], out["z"]

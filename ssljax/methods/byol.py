@@ -14,7 +14,7 @@ MSE (§3.1, eq. (2)), in one of two forms:
 """
 
 from ssljax import losses
-from ssljax.methods import student, base, ema_teacher
+from ssljax.methods import base, ema_teacher, networks, student
 
 __all__ = ["Method"]
 
@@ -29,30 +29,15 @@ def _graph(p_VxBxK, t_GxBxK):
                                  student.flat(t_GxBxK), g)
 
 
-class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
+class Method(ema_teacher.EMATeacherMixin, student.PredictorMethod):
   """BYOL: predictor on the student, EMA teacher on the global views."""
 
   name = "byol"
   FORMS = {"two_view": _two_view, "graph": _graph}
-  forms = tuple(FORMS)
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = base.predictor_network(config)
-    self.teacher_network = base.projector_network(config)
-
-  @classmethod
-  def config_fields(cls, config):
-    return {**student.PREDICTOR_FIELDS, **ema_teacher.TEACHER_FIELDS,
-            **base.loss_fields(config, cls.FORMS)}
-
-  @classmethod
-  def check_config(cls, config):
-    problems = base.loss_key_problems(config, cls.name, cls.FORMS)
-    if not problems and config.loss.form == "two_view":
-      problems = base.two_view_problem(
-          config, "config.loss.form='two_view' (use 'graph' for multi-crop)")
-    return problems
+    self.teacher_network = networks.projector_network(config)
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule

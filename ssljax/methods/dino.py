@@ -16,7 +16,8 @@ over the crop graph, `losses.dino_graph`), equal to it.
 import jax.numpy as jnp
 
 from ssljax import config_rules as rules, losses, models
-from ssljax.methods import student, base, ema_teacher
+from ssljax.methods import (base, ema_teacher, loss_config, networks,
+                            single_network, student)
 
 __all__ = ["Method"]
 
@@ -59,33 +60,39 @@ def _graph(s_VxBxK, t_GxBxK, center_K, *, student_temperature: float = 0.1,
       teacher_temperature=teacher_temperature)}
 
 
-class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
+class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
   """DINO: self-distillation with a centred, sharpened EMA teacher."""
 
   name = "dino"
   FORMS = {"multi_view": _multi_view, "graph": _graph}
-  forms = tuple(FORMS)
-  # The config check reads each form's hyper-parameters from its keywords.
-  _SIGNATURES = {f: _hyperparameters for f in FORMS}
+  HPARAM_RULES = {
+      "student_temperature": rules.real(0.0, lo_open=True),
+      "teacher_temperature": rules.real(0.0, lo_open=True),
+      "warmup_teacher_temperature": rules.real(0.0, lo_open=True),
+      "teacher_temperature_warmup_epochs": rules.real(0.0),
+      "center_momentum": rules.real(0.0, 1.0),
+  }
 
   def __init__(self, config):
     super().__init__(config)
-    dtype = base.compute_dtype(config)
+    dtype = networks.compute_dtype(config)
     head = lambda: models.DINOHead(dtype=dtype,
                                    **config.model.dino_head.to_dict())
-    self.network = models.EncoderProjector(base.encoder_of(config), head())
-    self.teacher_network = models.EncoderProjector(base.encoder_of(config),
-                                                   head())
-    self.hparams = _hyperparameters(**base.loss_hparams(config))
+    self.network = models.EncoderProjector(networks.encoder_of(config),
+                                           head())
+    self.teacher_network = models.EncoderProjector(
+        networks.encoder_of(config), head())
+    self.hparams = _hyperparameters(**loss_config.loss_hparams(config))
+
+  @classmethod
+  def hparam_signatures(cls):
+    # Every form takes all five: the temperature schedule and the centre
+    # momentum act outside the form.
+    return {form: _hyperparameters for form in cls.FORMS}
 
   @classmethod
   def config_fields(cls, config):
-    return {**_HEAD_FIELDS, **ema_teacher.TEACHER_FIELDS,
-            **base.loss_fields(config, cls._SIGNATURES)}
-
-  @classmethod
-  def check_config(cls, config):
-    return base.loss_key_problems(config, cls.name, cls._SIGNATURES)
+    return {**_HEAD_FIELDS, **super().config_fields(config)}
 
   def init(self, key, batch_spec):
     params, state = super().init(key, batch_spec)

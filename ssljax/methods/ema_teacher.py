@@ -17,9 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from ssljax import config_rules as rules
-
-from ssljax.methods import ema
-from ssljax.methods import base
+from ssljax.methods import ema, single_network
 
 __all__ = ["TEACHER_FIELDS", "EMATeacherMixin"]
 
@@ -29,12 +27,17 @@ _TEACHER_PARTS = ("encoder", "projector")
 
 
 class EMATeacherMixin:
-  """For a `base.SingleNetworkMethod` (listed after this mixin) whose
-  ``teacher_network`` (an `ssljax.models.EncoderProjector`) shares the
-  student's encoder and projector: ``init`` adds state["teacher"] =
-  {"params", "batch_stats"}, ``after_update`` moves it."""
+  """For a `ssljax.methods.single_network.SingleNetworkMethod` (listed after
+  this mixin) whose ``teacher_network`` (an `ssljax.models.EncoderProjector`)
+  shares the student's encoder and projector: ``init`` adds
+  state["teacher"] = {"params", "batch_stats"}, ``after_update`` moves it,
+  and the method reads the teacher's config fields (TEACHER_FIELDS)."""
 
   teacher_network = None
+
+  @classmethod
+  def config_fields(cls, config):
+    return {**TEACHER_FIELDS, **super().config_fields(config)}
 
   def init(self, key, batch_spec):
     """The student's (params, state), the state with the teacher: a copy
@@ -50,7 +53,7 @@ class EMATeacherMixin:
     """(stop-gradient teacher outputs z (G, B, K) of the global views, the
     state with the teacher's new BatchNorm statistics)."""
     teacher = state["teacher"]
-    outs, stats = base.forward_views(
+    outs, stats = single_network.forward_views(
         self.teacher_network.apply,
         lambda s: {"params": teacher["params"], "batch_stats": s},
         teacher["batch_stats"], views[:self.config.views.num_global])

@@ -38,7 +38,8 @@ import jax.numpy as jnp
 from ssljax import config_rules as rules, losses, models
 
 from ssljax.methods import masks
-from ssljax.methods import base, ema_teacher, masked_vit
+from ssljax.methods import (base, ema_teacher, masked_vit, networks,
+                            single_network)
 
 __all__ = ["Method", "context_lengths"]
 
@@ -55,34 +56,32 @@ def _smooth_l1(pred, target, valid):
   return losses.ijepa(pred, target, valid=valid)
 
 
-class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
+class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
   """I-JEPA: predict target-encoder tokens of target blocks from a context
   block."""
 
   name = "ijepa"
   FORMS = {"smooth_l1": _smooth_l1}
-  forms = tuple(FORMS)
 
   def __init__(self, config):
     super().__init__(config)
-    encoder = base.encoder_of(config)
+    encoder = networks.encoder_of(config)
     head = config.model.jepa_predictor
     predictor = models.JEPAPredictor(
         head.width, head.depth, head.num_heads, encoder.hidden_dim,
-        dtype=base.compute_dtype(config))
+        dtype=networks.compute_dtype(config))
     self.network = models.IJEPANetwork(encoder, predictor)
     self.teacher_network = self.network
     self.encoder = encoder
 
   @classmethod
   def config_fields(cls, config):
-    return {**_MASK_FIELDS, **ema_teacher.TEACHER_FIELDS,
-            **masked_vit.head_fields("jepa_predictor"),
-            **base.loss_fields(config, cls.FORMS)}
+    return {**_MASK_FIELDS, **masked_vit.head_fields("jepa_predictor"),
+            **super().config_fields(config)}
 
   @classmethod
   def check_config(cls, config):
-    problems = (base.loss_key_problems(config, cls.name, cls.FORMS)
+    problems = (super().check_config(config)
                 + masked_vit.vit_problems(config, cls.name, "jepa_predictor"))
     if problems:
       return problems

@@ -21,12 +21,13 @@ import jax
 import jax.numpy as jnp
 
 from ssljax import config_rules as rules, graphs, losses
-from ssljax.methods import base
+from ssljax.methods import base, loss_config, networks, single_network
 
 __all__ = ["JointEmbeddingMethod", "terms_of"]
 
 GRAPH_FIELDS = {
-    "graph.kind": rules.one_of(*graphs.BATCH_GRAPH_KINDS, *graphs.DATASET_GRAPH_KINDS),
+    "graph.kind": rules.one_of(*graphs.BATCH_GRAPH_KINDS,
+                               *graphs.DATASET_GRAPH_KINDS),
     "graph.alpha": rules.real(0.0, 1.0),
     "graph.label_fraction": rules.real(0.0, 1.0),
     "graph.normalize": rules.boolean,
@@ -53,39 +54,49 @@ def terms_of(name: str):
   return terms
 
 
-class JointEmbeddingMethod(base.SingleNetworkMethod):
-  """A loss of the embeddings alone; subclasses set ``name`` and ``FORMS``
-  {form: loss function} (two_view: (z1, z2, **hparams); multi_view: (views
-  (V, B, K), **hparams); graph: (z (N, K), g (N, N), **hparams))."""
+def _with_edge_estimate() -> list:
+  """Names of the registered methods that have an edge estimate."""
+  from ssljax import methods  # pylint: disable=import-outside-toplevel
+  return [name for name in methods.available()
+          if getattr(methods.get(name), "EDGE_ESTIMATE", None) is not None]
 
-  FORMS: dict = {}
+
+class JointEmbeddingMethod(single_network.SingleNetworkMethod):
+  """A loss of the embeddings alone; subclasses set ``name``, ``FORMS``
+  {form: loss function} (two_view: (z1, z2, **hparams); multi_view: (views
+  (V, B, K), **hparams); graph: (z (N, K), g (N, N), **hparams)) and the
+  rules of their hyper-parameters (``HPARAM_RULES``).
+
+  Attributes:
+    EDGE_ESTIMATE: for form "graph" on a whole-dataset graph, the unbiased
+      estimate of the loss from a batch of sampled edges,
+      ``fn(z (2, B, K), edge_info (3, 2, B)) -> terms``; None (the default):
+      the method has none, and takes such graphs with form "two_view" only.
+  """
+
+  EDGE_ESTIMATE = None
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = base.projector_network(config)
+    self.network = networks.projector_network(config)
     self.form = config.loss.form
-    self.hparams = base.loss_hparams(config)
+    self.hparams = loss_config.loss_hparams(config)
     self.graph_kwargs = {"kind": config.graph.kind,
                          "alpha": config.graph.alpha,
                          "normalize": config.graph.normalize}
 
-  def __init_subclass__(cls, **kwargs):
-    super().__init_subclass__(**kwargs)
-    cls.forms = tuple(cls.FORMS)
-
   @classmethod
   def config_fields(cls, config):
     return {"model.projector": rules.nonempty_widths, **GRAPH_FIELDS,
-            **base.loss_fields(config, cls.FORMS)}
+            **super().config_fields(config)}
 
   @classmethod
   def check_config(cls, config):
-    problems = base.loss_key_problems(config, cls.name, cls.FORMS)
+    problems = super().check_config(config)
     if problems:
       return problems
     num_views = config.views.num_global + config.views.num_local
-    why = _form_problem(cls.name, tuple(cls.FORMS), config.loss.form,
-                        num_views, config.graph.kind)
+    why = cls.form_problem(config.loss.form, num_views, config.graph.kind)
     if why:
       return [f"config.loss.form/views/graph.kind: {why}"]
     if (config.graph.kind in graphs.DATASET_GRAPH_KINDS
@@ -94,6 +105,30 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
               f"{config.graph.kind!r} builds its graph from the train split "
               "held in memory; use 'auto' or 'yes'"]
     return []
+
+  @classmethod
+  def form_problem(cls, form: str, num_views: int, graph_kind: str):
+    """Why a (form, V, graph kind) does not fit this method, or None (the
+    form is one of ``FORMS``; form "two_view" has V = 2)."""
+    if num_views < 2:
+      return f"SSL losses need at least 2 views, got {num_views}"
+    if graph_kind in graphs.DATASET_GRAPH_KINDS:
+      if num_views != 2:
+        return (f"graph kind {graph_kind!r} samples edges, whose two "
+                f"endpoints are the views: needs 2 views (views.num_global "
+                f"+ views.num_local), got {num_views}")
+      if form == "graph" and cls.EDGE_ESTIMATE is None:
+        return (f"graph kind {graph_kind!r} with form 'graph' needs an "
+                "unbiased edge estimate of the loss, which method "
+                f"{cls.name!r} does not have (methods with one: "
+                f"{', '.join(_with_edge_estimate())}); use form 'two_view'")
+      if form == "multi_view":
+        return (f"graph kind {graph_kind!r} needs form 'two_view' or "
+                "'graph', got 'multi_view'")
+      return None
+    if graph_kind != "views" and form != "graph":
+      return f"graph kind {graph_kind!r} needs loss form 'graph', got {form!r}"
+    return None
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule
@@ -126,36 +161,7 @@ class JointEmbeddingMethod(base.SingleNetworkMethod):
       return fn(z_VxBxK, **self.hparams)
     graph = dict(self.graph_kwargs)
     if graph["kind"] in graphs.DATASET_GRAPH_KINDS:
-      return losses.edge_vic2_terms(z_VxBxK, edge_info)
+      return self.EDGE_ESTIMATE(z_VxBxK, edge_info)
     g_NxN = graphs.batch_graph(graph.pop("kind"), num_views, batch, labels,
-                        dtype=z_VxBxK.dtype, **graph)
+                               dtype=z_VxBxK.dtype, **graph)
     return fn(z_VxBxK.reshape(num_views * batch, k), g_NxN, **self.hparams)
-
-
-def _form_problem(name, forms, form, num_views, graph_kind):
-  """Why a (form, V, graph kind) does not fit a method, or None."""
-  if graph_kind in graphs.DATASET_GRAPH_KINDS and num_views != 2:
-    return (f"graph kind {graph_kind!r} samples edges, whose two endpoints"
-            f" are the views: needs 2 views (views.num_global + "
-            f"views.num_local), got {num_views}")
-  if form == "two_view" and num_views != 2:
-    return (f"loss form 'two_view' needs 2 views (views.num_global + "
-            f"views.num_local), got {num_views}; use form "
-            f"{'graph' if 'graph' in forms else 'multi_view'!r}")
-  if num_views < 2:
-    return f"SSL losses need at least 2 views, got {num_views}"
-  if graph_kind in graphs.DATASET_GRAPH_KINDS:
-    if num_views != 2:
-      return (f"graph kind {graph_kind!r} samples edges, whose two endpoints"
-              f" are the views: needs 2 views, got {num_views}")
-    if form == "graph" and name != "spectral_contrastive":
-      return (f"graph kind {graph_kind!r} with form 'graph' is the unbiased "
-              "edge estimate of VIC² (method 'spectral_contrastive'), got "
-              f"method {name!r}; use form 'two_view'")
-    if form == "multi_view":
-      return (f"graph kind {graph_kind!r} needs form 'two_view' or 'graph', "
-              "got 'multi_view'")
-    return None
-  if graph_kind != "views" and form != "graph":
-    return f"graph kind {graph_kind!r} needs loss form 'graph', got {form!r}"
-  return None

@@ -23,7 +23,7 @@ Forms: ``"multi_view"`` (`losses.lejepa_terms`, the official code) and
 """
 
 from ssljax import config_rules as rules, losses
-from ssljax.methods import base, student
+from ssljax.methods import base, networks, single_network, student
 
 __all__ = ["Method"]
 
@@ -32,15 +32,30 @@ FIELDS = {"model.projector": rules.nonempty_widths,
           "lejepa.num_slices": rules.integer(1)}
 
 
-class Method(base.SingleNetworkMethod):
+# The forms take λ and the directions from config.lejepa and the step's key,
+# not from config.loss: no keyword-only hyper-parameters.
+def _multi_view(z_VxBxK, a_KxM, num_global, lam):
+  return losses.lejepa_terms(z_VxBxK, num_global=num_global, lam=lam,
+                             directions=a_KxM)
+
+
+def _graph(z_VxBxK, a_KxM, num_global, lam):
+  num_views, batch, _ = z_VxBxK.shape
+  g_NxN = losses.lejepa_crops_graph(batch, num_global, num_views - num_global)
+  return losses.lejepa_graph_terms(student.flat(z_VxBxK), g_NxN,
+                                   num_views=num_views, lam=lam,
+                                   directions=a_KxM)
+
+
+class Method(single_network.SingleNetworkMethod):
   """LeJEPA: invariance to the global views' centre + SIGReg per view."""
 
   name = "lejepa"
-  forms = ("multi_view", "graph")
+  FORMS = {"multi_view": _multi_view, "graph": _graph}
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = base.projector_network(config)
+    self.network = networks.projector_network(config)
     self.form = config.loss.form
     self.lam = float(config.lejepa.lam)
     self.num_slices = int(config.lejepa.num_slices)
@@ -48,18 +63,16 @@ class Method(base.SingleNetworkMethod):
 
   @classmethod
   def config_fields(cls, config):
-    del config
-    return dict(FIELDS)
+    return {**FIELDS, **super().config_fields(config)}
 
   @classmethod
   def check_config(cls, config):
-    problems = super().check_config(config)
     extra = sorted(k for k in config.loss.keys() if k != "form")
-    if extra:
-      problems.append(
-          f"config.loss.{extra[0]} is not a hyper-parameter of method "
-          "'lejepa' (its loss reads only loss.form; λ and M are "
-          "config.lejepa.lam and config.lejepa.num_slices)")
+    if extra and config.loss.form in cls.FORMS:
+      return [f"config.loss.{extra[0]} is not a hyper-parameter of method "
+              "'lejepa' (its loss reads only loss.form; λ and M are "
+              "config.lejepa.lam and config.lejepa.num_slices)"]
+    problems = super().check_config(config)
     num_views = config.views.num_global + config.views.num_local
     if num_views < 2:
       problems.append("method 'lejepa' needs at least 2 views "
@@ -69,16 +82,8 @@ class Method(base.SingleNetworkMethod):
   def terms(self, z_VxBxK, key) -> dict:
     """Loss terms of the configured form on (V, B, K) embeddings, with the
     step's directions drawn from ``key``."""
-    num_views, batch, k = z_VxBxK.shape
-    a_KxM = losses.sigreg_directions(key, k, self.num_slices)
-    if self.form == "multi_view":
-      return losses.lejepa_terms(z_VxBxK, num_global=self.num_global,
-                                 lam=self.lam, directions=a_KxM)
-    g_NxN = losses.lejepa_crops_graph(batch, self.num_global,
-                                      num_views - self.num_global)
-    return losses.lejepa_graph_terms(student.flat(z_VxBxK), g_NxN,
-                                     num_views=num_views, lam=self.lam,
-                                     directions=a_KxM)
+    a_KxM = losses.sigreg_directions(key, z_VxBxK.shape[-1], self.num_slices)
+    return self.FORMS[self.form](z_VxBxK, a_KxM, self.num_global, self.lam)
 
   def loss(self, params, state, batch, key, schedule):
     del schedule

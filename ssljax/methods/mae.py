@@ -21,7 +21,8 @@ import jax.numpy as jnp
 from ssljax import config_rules as rules, losses, models
 
 from ssljax.methods import masks
-from ssljax.methods import base, masked_vit
+from ssljax.methods import (base, loss_config, masked_vit, networks,
+                            single_network)
 
 __all__ = ["Method"]
 
@@ -30,38 +31,33 @@ def _mse(pred, target, mask, *, norm_pix_loss: bool = True):
   return losses.mae(pred, target, mask, norm_pix_loss=norm_pix_loss)
 
 
-class Method(base.SingleNetworkMethod):
+class Method(single_network.SingleNetworkMethod):
   """MAE: reconstruct the removed patches' pixels."""
 
   name = "mae"
   FORMS = {"mse": _mse}
-  forms = tuple(FORMS)
+  HPARAM_RULES = {"norm_pix_loss": rules.boolean}
 
   def __init__(self, config):
     super().__init__(config)
-    encoder = base.encoder_of(config)
+    encoder = networks.encoder_of(config)
     head = config.model.mae_decoder
     decoder = models.MAEDecoder(head.width, head.depth, head.num_heads,
-                                dtype=base.compute_dtype(config))
+                                dtype=networks.compute_dtype(config))
     self.network = models.MAENetwork(encoder, decoder)
     self.encoder = encoder
-    self.hparams = base.loss_hparams(config)
+    self.hparams = loss_config.loss_hparams(config)
 
   @classmethod
   def config_fields(cls, config):
     return {"masks.mask_ratio": rules.real(0.0, 1.0, hi_open=True),
             **masked_vit.head_fields("mae_decoder"),
-            **base.loss_fields(config, cls.FORMS)}
+            **super().config_fields(config)}
 
   @classmethod
   def check_config(cls, config):
-    problems = (base.loss_key_problems(config, cls.name, cls.FORMS)
+    problems = (super().check_config(config)
                 + masked_vit.vit_problems(config, cls.name, "mae_decoder"))
-    hparams = base.loss_hparams(config)
-    if not problems and not isinstance(hparams.get("norm_pix_loss", True),
-                                       bool):
-      problems.append("config.loss.norm_pix_loss must be True or False, got "
-                      f"{hparams['norm_pix_loss']!r}")
     if not problems and not config.model.encoder_kwargs.get("class_token",
                                                             True):
       problems.append("method 'mae' needs the encoder's class token (MAE's "

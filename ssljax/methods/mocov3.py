@@ -8,8 +8,8 @@ batch, times 2τ, symmetrised (`losses.mocov3_two_view`); τ =
 ``config.loss.temperature`` (paper: 0.2). One form, ``"two_view"``.
 """
 
-from ssljax import losses
-from ssljax.methods import student, base, ema_teacher
+from ssljax import config_rules as rules, losses
+from ssljax.methods import base, ema_teacher, loss_config, networks, student
 
 __all__ = ["Method"]
 
@@ -19,28 +19,17 @@ def _two_view(q_VxBxK, k_GxBxK, *, temperature: float = 0.2):
                                 k_GxBxK[1], temperature=temperature)
 
 
-class Method(ema_teacher.EMATeacherMixin, base.SingleNetworkMethod):
+class Method(ema_teacher.EMATeacherMixin, student.PredictorMethod):
   """MoCo v3: queries from the predictor, keys from the momentum encoder."""
 
   name = "mocov3"
   FORMS = {"two_view": _two_view}
-  forms = tuple(FORMS)
+  HPARAM_RULES = {"temperature": rules.real(0.0, lo_open=True)}
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = base.predictor_network(config)
-    self.teacher_network = base.projector_network(config)
-    self.hparams = base.loss_hparams(config)
-
-  @classmethod
-  def config_fields(cls, config):
-    return {**student.PREDICTOR_FIELDS, **ema_teacher.TEACHER_FIELDS,
-            **base.loss_fields(config, cls.FORMS)}
-
-  @classmethod
-  def check_config(cls, config):
-    problems = base.loss_key_problems(config, cls.name, cls.FORMS)
-    return problems or base.two_view_problem(config, "method 'mocov3'")
+    self.teacher_network = networks.projector_network(config)
+    self.hparams = loss_config.loss_hparams(config)
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule

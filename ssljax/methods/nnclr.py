@@ -13,10 +13,9 @@ queue (`losses.nnclr_graph`), equal to it.
 
 import jax
 
-from ssljax import losses
-
+from ssljax import config_rules as rules, losses
+from ssljax.methods import base, loss_config, student
 from ssljax.methods import queue as support_queue
-from ssljax.methods import student, base
 
 __all__ = ["Method"]
 
@@ -38,27 +37,23 @@ def _graph(p_VxBxK, z_VxBxK, q_QxK, *, temperature: float = 0.1,
                                                           z_VxBxK[1])
 
 
-class Method(base.SingleNetworkMethod):
+class Method(student.PredictorMethod):
   """NNCLR: nearest neighbours from a support queue as positives."""
 
   name = "nnclr"
   FORMS = {"two_view": _two_view, "graph": _graph}
-  forms = tuple(FORMS)
+  HPARAM_RULES = {"temperature": rules.real(0.0, lo_open=True),
+                  "queue_size": rules.integer(1)}
 
   def __init__(self, config):
     super().__init__(config)
-    self.network = base.predictor_network(config)
-    self.hparams = base.loss_hparams(config)
-
-  @classmethod
-  def config_fields(cls, config):
-    return {**student.PREDICTOR_FIELDS, **base.loss_fields(config, cls.FORMS)}
+    self.hparams = loss_config.loss_hparams(config)
 
   @classmethod
   def check_config(cls, config):
-    problems = base.loss_key_problems(config, cls.name, cls.FORMS)
+    problems = super().check_config(config)
     if not problems:
-      problems = base.two_view_problem(config, "method 'nnclr'")
+      problems = loss_config.two_view_problem(config, "method 'nnclr'")
     queue = config.loss.get("queue_size", 65536)
     if isinstance(queue, int) and queue < config.batch_size:
       problems.append(f"config.loss.queue_size={queue}: must be >= "

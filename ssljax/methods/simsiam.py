@@ -13,7 +13,7 @@ forms:
 """
 
 from ssljax import losses
-from ssljax.methods import student, base
+from ssljax.methods import base, student
 
 __all__ = ["Method"]
 
@@ -29,28 +29,11 @@ def _graph(p_VxBxK, z_GxBxK):
                               g)
 
 
-class Method(base.SingleNetworkMethod):
+class Method(student.PredictorMethod):
   """SimSiam: predictor, stop-gradient targets, no teacher."""
 
   name = "simsiam"
   FORMS = {"two_view": _two_view, "graph": _graph}
-  forms = tuple(FORMS)
-
-  def __init__(self, config):
-    super().__init__(config)
-    self.network = base.predictor_network(config)
-
-  @classmethod
-  def config_fields(cls, config):
-    return {**student.PREDICTOR_FIELDS, **base.loss_fields(config, cls.FORMS)}
-
-  @classmethod
-  def check_config(cls, config):
-    problems = base.loss_key_problems(config, cls.name, cls.FORMS)
-    if not problems and config.loss.form == "two_view":
-      problems = base.two_view_problem(
-          config, "config.loss.form='two_view' (use 'graph' for multi-crop)")
-    return problems
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule

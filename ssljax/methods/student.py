@@ -1,12 +1,14 @@
-"""What BYOL, SimSiam, MoCo v3, DINO and NNCLR share: the predictor's config
-fields, the stacked and flattened view outputs and the crop graph of
-multi-crop."""
+"""What BYOL, SimSiam, MoCo v3, DINO and NNCLR share: the student network
+with a predictor and its config fields, the stacked and flattened view
+outputs and the crop graph of multi-crop."""
 
 import jax.numpy as jnp
 
 from ssljax import config_rules as rules, losses
+from ssljax.methods import networks, single_network
 
-__all__ = ["PREDICTOR_FIELDS", "flat", "crops_graph", "stack"]
+__all__ = ["PREDICTOR_FIELDS", "PredictorMethod", "flat", "crops_graph",
+           "stack"]
 
 PREDICTOR_FIELDS = {"model.projector": rules.nonempty_widths,
                     "model.predictor": rules.nonempty_widths}
@@ -29,3 +31,17 @@ def crops_graph(p_VxBxK, num_global):
   num_views, batch, _ = p_VxBxK.shape
   return losses.dino_crops_graph(batch, num_global, num_views - num_global,
                                  dtype=p_VxBxK.dtype)
+
+
+class PredictorMethod(single_network.SingleNetworkMethod):
+  """A method whose trained network is an encoder, a projector and a
+  predictor (`ssljax.methods.networks.predictor_network`: BYOL, SimSiam,
+  MoCo v3, NNCLR); it reads ``model.projector`` and ``model.predictor``."""
+
+  def __init__(self, config):
+    super().__init__(config)
+    self.network = networks.predictor_network(config)
+
+  @classmethod
+  def config_fields(cls, config):
+    return {**PREDICTOR_FIELDS, **super().config_fields(config)}
