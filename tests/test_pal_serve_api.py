@@ -51,8 +51,13 @@ def campaign(request, tmp_path_factory):
                  for name in ANNOTATORS[1:]})
   yield server, tokens, engine
   engine.dispose()
-  rc, seconds = server.stop()
-  assert rc == 0 and seconds < 10, (rc, seconds)
+  # SIGTERM: a clean exit (status 0) without uvicorn cancelling requests at
+  # its graceful-shutdown timeout. The wait's 120 s only guards against a
+  # hang (proc.wait raises TimeoutExpired); how fast it stops is not tested.
+  rc, _ = server.stop(timeout=120)
+  log = (server.workdir / "serve.log").read_text()
+  assert rc == 0, (rc, log[-4000:])
+  assert "timeout graceful shutdown exceeded" not in log, log[-4000:]
   if pg is not None:
     pg.stop()
 
