@@ -6,6 +6,8 @@
 # and tfds extras (pytest, hypothesis, mkdocs, playwright, the annotation
 # service, tensorflow-datasets with TensorFlow) that a run never uses.
 # `make wheel-check` builds the wheel and tries it in clean environments.
+# `make test-bench` adds the `bench` extra (torch) and runs the tests that
+# skip without it.
 PYTHON ?= python3
 VENV ?= .venv
 WORKDIR ?= runs/vicreg
@@ -17,7 +19,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup setup-test data browser postgres run test test-slow lock wheel-check
+.PHONY: setup setup-test setup-bench data browser postgres run test test-slow test-bench lock wheel-check
 
 setup: $(VENV)/.installed
 
@@ -52,9 +54,10 @@ COMPILE_OWN := $(VENV)/bin/python -m compileall -q -j 0 ssljax configs
 # The extras of each command (pyproject.toml lists what each brings). The
 # tests include tfds: the tensorflow-datasets sources are tested there, the
 # TensorFlow-free main job by `make wheel-check`. `bench` (torch, a CUDA
-# build on Linux x86-64) is installed by hand only: $(UV_SYNC) --extra bench.
+# build on Linux x86-64, several GB) only by `make test-bench`.
 RUN_EXTRAS := --extra train
 TEST_EXTRAS := $(RUN_EXTRAS) --extra tfds --extra test --extra docs --extra serve
+BENCH_EXTRAS := $(TEST_EXTRAS) --extra bench
 
 $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 	$(UV_SYNC) $(RUN_EXTRAS)
@@ -62,6 +65,12 @@ $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(UV_SYNC) $(TEST_EXTRAS)
+	touch $@
+
+setup-bench: $(VENV)/.installed-bench
+
+$(VENV)/.installed-bench: $(VENV)/.installed-test
+	$(UV_SYNC) $(BENCH_EXTRAS)
 	touch $@
 
 # After editing the dependencies in pyproject.toml: re-resolve and commit uv.lock.
@@ -102,3 +111,13 @@ test: setup-test data browser
 test-slow: setup-test data browser postgres
 	@$(COMPILE_OWN)
 	$(VENV)/bin/python -m pytest -q -m slow
+
+# The tests that import torch (pytest.importorskip("torch")): ssljax's train
+# step and evaluation against the PyTorch job of benchmarks/. Elsewhere they
+# skip; here a missing torch, torchvision or lightly fails before pytest, so
+# nothing is skipped silently.
+BENCH_TESTS := tests/test_first_epoch.py tests/test_vs_pytorch.py
+test-bench: setup-bench data
+	@$(COMPILE_OWN)
+	$(VENV)/bin/python -c 'import torch, torchvision, lightly'
+	$(VENV)/bin/python -m pytest -q -rs $(BENCH_TESTS)

@@ -6,6 +6,7 @@ configs/vicreg.py, and `ssljax.config_rules` / `ssljax.optimizers` /
 
 import ast
 import importlib
+import os
 import pathlib
 import pkgutil
 import sys
@@ -324,6 +325,8 @@ def walk_fields(configs_to_walk):
         counts["free"] += 1
         continue
       assert path in declared, f"{name}:{arg}: config.{path} is read nowhere"
+      # config_paths' "read" is held to a traced run by
+      # test_fields_config_paths_calls_read_are_read_by_a_run below.
       if config_paths.unread_reason(config, path) is None:
         counts["read"] += 1
         continue
@@ -349,6 +352,113 @@ def test_every_field_of_each_config_module_is_read_or_refused():
   counts = walk_fields(first)
   print(f"fields walked over {len(first)} configs: {counts}")
   assert counts["refused"] > 0 and counts["read"] > 0
+
+
+# ------------------------------ config_paths against a traced real run --
+# The walk above trusts `ssljax.config_paths.unread_reason` on which fields
+# a path reads. Here a real (shortened) run records every field its code
+# looks up, and config_paths' "read" must be among them: a field the run
+# never looks at must be called unread (else a value set there would be
+# accepted and silently ignored). Looked up is not the same as used (view_spec
+# reads every views field), so the converse is not asserted.
+_VALIDATORS = ("config_validation.py", "config_rules.py", "config_paths.py")
+
+
+def _subconfig_paths(config) -> dict:
+  """{frozenset of a sub-config's keys: its dotted prefix}. The key set
+  names a sub-config across the copies a run makes of it; key sets that
+  several sub-configs share (e.g. the evaluators' probe entries) are left
+  out."""
+  found = {}
+
+  def walk(node, prefix):
+    found.setdefault(frozenset(node.keys()), []).append(prefix)
+    for key in node.keys():
+      if isinstance(node[key], ml_collections.ConfigDict):
+        walk(node[key], f"{prefix}{key}.")
+
+  walk(config, "")
+  return {keys: prefixes[0] for keys, prefixes in found.items()
+          if len(prefixes) == 1}
+
+
+def traced_fields_read(config, workdir, monkeypatch) -> set:
+  """Dotted paths of the fields that ``train_and_evaluate(config)`` looks up
+  by name (``c.x``, ``c["x"]``, ``c.get("x")``) outside the config checks.
+  Bulk reads (to_dict, items, copies, to_json) do not count: they touch
+  every field."""
+  from ml_collections.config_dict import config_dict as cd  # pylint: disable=import-outside-toplevel
+  from ssljax import train  # pylint: disable=import-outside-toplevel
+  library = os.path.dirname(cd.__file__)
+  prefixes = _subconfig_paths(config)
+  seen = set()
+  getitem = cd.ConfigDict.__getitem__
+
+  def traced(self, key):
+    frame, via = sys._getframe(1), None  # pylint: disable=protected-access
+    while frame is not None and frame.f_code.co_filename.startswith(library):
+      via, frame = frame.f_code.co_name, frame.f_back
+    if (frame is not None and isinstance(key, str) and "." not in key
+        and via in (None, "__getattr__", "get")
+        and not frame.f_code.co_filename.endswith(_VALIDATORS)):
+      prefix = prefixes.get(frozenset(self.keys()))
+      if prefix is not None:
+        seen.add(prefix + key)
+    return getitem(self, key)
+
+  monkeypatch.setattr(cd.ConfigDict, "__getitem__", traced)
+  train.train_and_evaluate(config, str(workdir))
+  monkeypatch.setattr(cd.ConfigDict, "__getitem__", getitem)
+  return seen
+
+
+def _ruled_paths(config) -> list:
+  """The fields whose reading config_paths decides, present in config."""
+  from ssljax import config_paths  # pylint: disable=import-outside-toplevel
+  paths = list(config_paths.CONDITIONAL) + [
+      f"views.{n}" for n in (*config_paths.PER_VIEW_SWITCHES,
+                             *config_paths.RGB_ONLY)]
+  present = []
+  for path in dict.fromkeys(paths):
+    node, _, leaf = path.rpartition(".")
+    parent = config
+    for part in filter(None, node.split(".")):
+      parent = parent[part] if part in parent else None
+      if parent is None:
+        break
+    if parent is not None and leaf in parent:
+      present.append(path)
+  return present
+
+
+@pytest.mark.parametrize("name,arg", [
+    ("vicreg", "smoke"),
+    pytest.param("vicreg_knn_graph", "smoke", marks=pytest.mark.slow),
+    pytest.param("imagenet100_resnet18", "byol,smoke",
+                 marks=pytest.mark.slow),
+])
+def test_fields_config_paths_calls_read_are_read_by_a_run(
+    name, arg, tmp_path, monkeypatch):
+  from ssljax import config_paths  # pylint: disable=import-outside-toplevel
+  config = importlib.import_module(f"configs.{name}").get_config(arg)
+  # One step, no evaluators: the rest of the run reads the same fields.
+  config.num_steps = 1
+  config.evals = ml_collections.ConfigDict()
+  if config.dataset.get("generate"):
+    # A fresh folder: an existing one is reused without reading the
+    # generator's settings.
+    config.dataset.data_dir = str(tmp_path / "images")
+  ruled = _ruled_paths(config)
+  claimed = {p for p in ruled if config_paths.unread_reason(config, p) is None}
+  read = traced_fields_read(config, tmp_path / "run", monkeypatch)
+  # The trace sees the run's reads at all (else the check below is empty).
+  assert {"batch_size", "optim.name", "views.crop"} <= read
+  assert claimed - read == set(), (
+      f"{name}:{arg}: config_paths calls these read, the run never looks"
+      f" them up: {sorted(claimed - read)}")
+  # Both states occur: some ruled fields read, some not (the check is not
+  # vacuous on either side for this config).
+  assert claimed and set(ruled) - claimed
 
 
 def test_neutral_values_are_the_common_defaults():
