@@ -144,7 +144,6 @@ def _problems(config):
      "config.loss.lambda_offdiag=-1.0"),
     ("wmse", {"loss.whitening_size": 1}, "config.loss.whitening_size=1"),
     ("dino", {"loss.center_momentum": 1.5}, "config.loss.center_momentum=1.5"),
-    ("mae", {"loss.norm_pix_loss": 1}, "config.loss.norm_pix_loss=1"),
     ("vicreg", {"loss.var_weight": -1.0}, "config.loss.var_weight=-1.0"),
 ])
 def test_each_method_refuses_its_bad_configs_in_one_line(name, overrides,
@@ -179,6 +178,14 @@ def test_each_hyper_parameter_rule_names_a_keyword_of_a_form():
     accepted = set().union(*(loss_config.keyword_hparams(fn) for fn in
                              cls.hparam_signatures().values()))
     assert set(cls.HPARAM_RULES) <= accepted, (name, cls.HPARAM_RULES)
+
+
+def test_mae_refuses_a_norm_pix_loss_that_is_not_a_bool():
+  config = _config("mae")
+  with config.unlocked():
+    del config.loss["norm_pix_loss"]  # its type (bool) would refuse 1
+    config.loss.norm_pix_loss = 1
+  assert "config.loss.norm_pix_loss=1" in _problems(config)
 
 
 def test_only_methods_with_an_edge_estimate_take_form_graph_on_edges():
