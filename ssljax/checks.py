@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 __all__ = [
-    "is_concrete", "as_float", "as_int", "as_positive_int",
+    "is_concrete", "as_float", "compute_dtype", "as_int", "as_positive_int",
     "check_positive_int", "check_finite", "check_matrix", "check_embeddings",
     "check_nonempty_matrix", "check_same_shape", "check_two_views",
     "check_nonnegative", "check_positive", "unit_rows", "float_pair",
@@ -77,6 +77,22 @@ def as_float(x) -> jax.Array:
   elif x.dtype.itemsize < 4:
     x = x.astype(jnp.float32)
   return x
+
+
+def compute_dtype(dtype):
+  """float64 for float64, else float32: the dtype a loss computes in.
+
+  Never half precision: bfloat16 and float16 inputs are upcast (as in
+  `as_float`), float32 stays float32 and float64 stays float64.
+
+  Args:
+    dtype: a dtype (e.g. an input array's ``.dtype``).
+
+  Returns:
+    `jnp.float64` if dtype is float64, else `jnp.float32`.
+  """
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
 def as_int(value, name: str, what: str) -> int:

@@ -42,7 +42,7 @@ HIGH = (lax.Precision.HIGH, lax.Precision.HIGH)  # "tensorfloat32"
 # Public names that take or return no JAX arrays (NumPy quadrature) or are
 # argument helpers of other losses, not losses.
 NOT_ARRAY_FUNCTIONS = {"sigreg_quadrature", "sigreg_null_mean",
-                       "check_directions", "compute_dtype"}
+                       "check_directions"}
 
 
 def _public_functions() -> dict:

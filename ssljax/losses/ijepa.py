@@ -32,11 +32,6 @@ __all__ = ["ijepa", "target_layer_norm"]
 LAYER_NORM_EPS = 1e-5
 
 
-def _internal_dtype(x):
-  """float64 stays float64; everything else (bf16, f16, f32) -> float32."""
-  return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
-
-
 @checks.float32_matmuls
 def target_layer_norm(h: jax.typing.ArrayLike) -> jax.Array:
   """(h − mean) / sqrt(var + 1e-5) over the last axis (biased variance, no
@@ -58,7 +53,7 @@ def target_layer_norm(h: jax.typing.ArrayLike) -> jax.Array:
   h = checks.as_float(h)
   if h.ndim == 0 or h.shape[-1] == 0:
     raise ValueError(f"h must be (..., D) with D >= 1, got shape {h.shape}")
-  h = h.astype(_internal_dtype(h))
+  h = h.astype(checks.compute_dtype(h.dtype))
   mean = jnp.mean(h, axis=-1, keepdims=True)
   var = jnp.mean(jnp.square(h - mean), axis=-1, keepdims=True)
   return (h - mean) * jax.lax.rsqrt(var + LAYER_NORM_EPS)
@@ -66,7 +61,7 @@ def target_layer_norm(h: jax.typing.ArrayLike) -> jax.Array:
 
 @jax.jit
 def _ijepa(pred, target, valid):
-  dtype = _internal_dtype(pred)
+  dtype = checks.compute_dtype(pred.dtype)
   y = jax.lax.stop_gradient(target_layer_norm(target)).astype(dtype)
   d = jnp.abs(pred.astype(dtype) - y)
   # Huber with beta = 1: ½d² below 1, d − ½ above (PyTorch's smooth_l1_loss).

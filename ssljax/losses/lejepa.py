@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ssljax import checks
-from ssljax.losses.sigreg import (check_directions, compute_dtype,
-                                  sigreg_quadrature, statistic_of_projections)
+from ssljax.losses.sigreg import (check_directions, sigreg_quadrature,
+                                  statistic_of_projections)
 
 __all__ = ["lejepa", "lejepa_terms", "lejepa_graph", "lejepa_graph_terms",
            "lejepa_crops_graph"]
@@ -133,7 +133,7 @@ def lejepa_terms(views: jax.typing.ArrayLike, *, num_global: int, lam: float,
   _check_lam(lam)
   sigreg_quadrature(num_knots, t_max)
   a = check_directions(directions, z.shape[2])
-  dtype = compute_dtype(jnp.promote_types(z.dtype, a.dtype))
+  dtype = checks.compute_dtype(jnp.promote_types(z.dtype, a.dtype))
   return _multi_view_terms(z.astype(dtype), a.astype(dtype),
                            jnp.asarray(lam, dtype), num_global=g,
                            num_knots=int(num_knots), t_max=float(t_max))
@@ -250,7 +250,7 @@ def lejepa_graph_terms(z: jax.typing.ArrayLike, g: jax.typing.ArrayLike, *,
   _check_lam(lam)
   sigreg_quadrature(num_knots, t_max)
   a = check_directions(directions, k)
-  dtype = compute_dtype(jnp.promote_types(z.dtype, a.dtype))
+  dtype = checks.compute_dtype(jnp.promote_types(z.dtype, a.dtype))
   return _graph_terms(z.astype(dtype), w.astype(dtype), a.astype(dtype),
                       jnp.asarray(lam, dtype), num_views=v,
                       num_knots=int(num_knots), t_max=float(t_max))

@@ -26,10 +26,6 @@ __all__ = ["mae", "normalize_patches"]
 NORM_PIX_EPS = 1e-6
 
 
-def _internal_dtype(x):
-  return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
-
-
 @checks.float32_matmuls
 def normalize_patches(target: jax.typing.ArrayLike) -> jax.Array:
   """(t − mean) / sqrt(var_unbiased + 1e-6) over the last axis of each patch.
@@ -52,14 +48,14 @@ def normalize_patches(target: jax.typing.ArrayLike) -> jax.Array:
   if t.ndim == 0 or t.shape[-1] < 2:
     raise ValueError(f"target must be (..., P) with P >= 2 values per patch "
                      f"for the unbiased variance, got shape {t.shape}")
-  t = t.astype(_internal_dtype(t))
+  t = t.astype(checks.compute_dtype(t.dtype))
   mean = jnp.mean(t, axis=-1, keepdims=True)
   var = jnp.var(t, axis=-1, keepdims=True, ddof=1)
   return (t - mean) / jnp.sqrt(var + NORM_PIX_EPS)
 
 
 def _mae(pred, target, mask, norm_pix_loss):
-  dtype = _internal_dtype(pred)
+  dtype = checks.compute_dtype(pred.dtype)
   t = normalize_patches(target) if norm_pix_loss else target.astype(dtype)
   per_patch = jnp.mean(jnp.square(pred.astype(dtype) - t), axis=-1)  # (B, L)
   m = mask.astype(dtype)

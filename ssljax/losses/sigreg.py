@@ -49,8 +49,7 @@ import numpy as np
 from ssljax import checks
 
 __all__ = ["sigreg", "sigreg_directions", "sigreg_quadrature",
-           "sigreg_null_mean", "statistic_of_projections", "check_directions",
-           "compute_dtype"]
+           "sigreg_null_mean", "statistic_of_projections", "check_directions"]
 
 
 def sigreg_quadrature(num_knots: int = 17, t_max: float = 3.0) -> tuple:
@@ -121,12 +120,6 @@ def sigreg_directions(key: jax.Array, K: int, M: int,
   m = checks.check_positive_int(M, "M")
   a_KxM = jax.random.normal(key, (k, m), dtype=dtype)
   return a_KxM / jnp.linalg.norm(a_KxM, axis=0, keepdims=True)
-
-
-def compute_dtype(dtype):
-  """float64 for float64 input, else float32: the statistic is never
-  computed in half precision (bf16 embeddings are upcast)."""
-  return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
 @checks.float32_matmuls
@@ -203,7 +196,7 @@ def sigreg(z: jax.typing.ArrayLike, directions: jax.typing.ArrayLike, *,
   checks.check_matrix(z, "z")
   sigreg_quadrature(num_knots, t_max)  # argument checks
   a = check_directions(directions, z.shape[1])
-  dtype = compute_dtype(jnp.promote_types(z.dtype, a.dtype))
+  dtype = checks.compute_dtype(jnp.promote_types(z.dtype, a.dtype))
   return _sliced(z.astype(dtype), a.astype(dtype), num_knots=int(num_knots),
                  t_max=float(t_max))
 

@@ -124,13 +124,18 @@ class PairGraph:
     self.conflicts += 1
     return False
 
-  def add_positive(self, i: int, j: int) -> bool:
-    """Records i ~ j; returns False if it was ignored as a conflict."""
+  def _record_raw(self, i, j, answer: bool) -> tuple[int, int, int, int]:
+    """Checks i and j, keeps the answer as the pair's last raw answer (i ≠ j)
+    and returns (i, j, root of i, root of j)."""
     i, j = self._check_index(i, "i"), self._check_index(j, "j")
     if i != j:
-      self._raw[(min(i, j), max(i, j))] = True
+      self._raw[(min(i, j), max(i, j))] = answer
       self._raw_cache = None
-    a, b = self._find(i), self._find(j)
+    return i, j, self._find(i), self._find(j)
+
+  def add_positive(self, i: int, j: int) -> bool:
+    """Records i ~ j; returns False if it was ignored as a conflict."""
+    i, j, a, b = self._record_raw(i, j, True)
     if a == b:
       return True
     if b in self._neg.get(a, ()):
@@ -149,11 +154,7 @@ class PairGraph:
 
   def add_negative(self, i: int, j: int) -> bool:
     """Records i !~ j; returns False if it was ignored as a conflict."""
-    i, j = self._check_index(i, "i"), self._check_index(j, "j")
-    if i != j:
-      self._raw[(min(i, j), max(i, j))] = False
-      self._raw_cache = None
-    a, b = self._find(i), self._find(j)
+    i, j, a, b = self._record_raw(i, j, False)
     if a == b:
       return self._conflict(f"negative answer ({i}, {j}) contradicts a known"
                             " positive chain between them")

@@ -192,6 +192,23 @@ def ridge_head_loss(f, y, w, b, ridge: float) -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
+def _svd_and_vgv(f, g, ridge):
+  """The checked inputs of Lemma 1 / Theorem 2 and their spectral pieces.
+
+  For Hf = V S Uᵀ (`_centred_svd`): (G as a dense (N, N) array of f's
+  dtype, λ as a float, the singular values s (r,), diag(VᵀGV) (r,)). The
+  errors are those `lemma1_objective` documents.
+  """
+  f_NxK = checks.as_float(f)
+  checks.check_nonempty_matrix(f_NxK, "f", "(N, K)")
+  n = f_NxK.shape[0]
+  g_NxN = _graph(g, n).astype(f_NxK.dtype)
+  ridge = _check_ridge(ridge)
+  v_Nxr, s_r = _centred_svd(f_NxK)
+  vgv_r = jnp.sum(v_Nxr * (g_NxN @ v_Nxr), axis=0)  # diag(VᵀGV)
+  return g_NxN, ridge, s_r, vgv_r
+
+
 def lemma1_objective(f, g, ridge: float) -> jax.Array:
   """Trace objective of Lemma 1: min over (W, b) of eq. (1) from (f, G).
 
@@ -223,14 +240,9 @@ def lemma1_objective(f, g, ridge: float) -> jax.Array:
     Supervised Theory", Lemma 1, eq. (2), App. A.1, with the SVD of the centred
     f(X)H, the 1/N counted once, and D_kk ∈ [0, 1) (> 0 iff s_k > 0).
   """
-  f_NxK = checks.as_float(f)
-  checks.check_nonempty_matrix(f_NxK, "f", "(N, K)")
-  n = f_NxK.shape[0]
-  g_NxN = _graph(g, n).astype(f_NxK.dtype)
-  ridge = _check_ridge(ridge)
-  v_Nxr, s_r = _centred_svd(f_NxK)
+  g_NxN, ridge, s_r, vgv_r = _svd_and_vgv(f, g, ridge)
+  n = g_NxN.shape[0]
   d_r = _shrinkage(s_r, ridge, n)
-  vgv_r = jnp.sum(v_Nxr * (g_NxN @ v_Nxr), axis=0)  # diag(VᵀGV)
   tr_hgh = jnp.trace(g_NxN) - jnp.sum(g_NxN) / n
   return (tr_hgh - jnp.dot(d_r, vgv_r)) / n
 
@@ -262,13 +274,8 @@ def sigma_gradient(f, g, ridge: float) -> jax.Array:
     Balestriero & LeCun 2024 Theorem 2 and App. A.2 (the proof drops the minus
     sign and 1/N and has a spurious minus; the final statement is right).
   """
-  f_NxK = checks.as_float(f)
-  checks.check_nonempty_matrix(f_NxK, "f", "(N, K)")
-  n = f_NxK.shape[0]
-  g_NxN = _graph(g, n).astype(f_NxK.dtype)
-  ridge = _check_ridge(ridge)
-  v_Nxr, s_r = _centred_svd(f_NxK)
-  vgv_r = jnp.sum(v_Nxr * (g_NxN @ v_Nxr), axis=0)
+  g_NxN, ridge, s_r, vgv_r = _svd_and_vgv(f, g, ridge)
+  n = g_NxN.shape[0]
   return -vgv_r * 2.0 * s_r * ridge / (s_r**2 + ridge * n)**2
 
 

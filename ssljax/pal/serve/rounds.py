@@ -54,10 +54,9 @@ from ssljax import data as ssl_data
 from ssljax.probes import knn_accuracy, linear_probe
 from ssljax.pal.loop import ScaledMLP, embed, run_pal
 from ssljax.pal.mixed import MixedOracle
-from ssljax.pal.oracles import Minibatch, check_batch_size
+from ssljax.pal.oracles import GraphOracle
 from ssljax.pal.serve import strategy
 from ssljax.pal.serve.pool import load_pool, round_files
-from ssljax.pal.weights import uniform_pair_weights
 
 __all__ = ["AnswersOracle", "votes_from_answers", "round_oracle",
            "train_round", "run_round"]
@@ -91,17 +90,10 @@ class AnswersOracle:
     """(N,) row sums of the completed graph, diagonal included."""
     return self.graph.degree(signed=self.signed)
 
-  def target(self) -> np.ndarray:
-    """(N, N) the completed graph."""
-    idx = np.arange(self.n)
-    return self.block(idx, idx)
-
-  def minibatch(self, rng, batch_size, embed=None) -> Minibatch:
-    del embed
-    b = check_batch_size(batch_size, self.n)
-    idx = rng.choice(self.n, size=b, replace=False)
-    return Minibatch(idx, self.block(idx, idx), self.degree()[idx], self.n,
-                     uniform_pair_weights(b, self.n))
+  # Same as GraphOracle's (the completed graph; uniform minibatches), over
+  # this oracle's own block and degree.
+  target = GraphOracle.target
+  minibatch = GraphOracle.minibatch
 
 
 def votes_from_answers(index: np.ndarray, i, j, answer) -> dict:
