@@ -1,9 +1,10 @@
 """Learning dynamics of linear SSL models (both papers, one namespace).
 
 Kept so that `ssljax.theory.dynamics.X` keeps working: the code lives in
-`ssljax.theory.data_matrix` and `ssljax.theory.stiefel` (Esser, Mukherjee & Ghoshdastidar 2023, arXiv
-2309.02011) and `ssljax.theory.frossl_dynamics` (Skean et al. 2023, arXiv
-2310.02903); see those modules for the maths and references.
+`ssljax.theory.data_matrix` and `ssljax.theory.stiefel` (Esser, Mukherjee
+& Ghoshdastidar 2023, arXiv 2309.02011) and `ssljax.theory.frossl_dynamics`
+(Skean et al. 2023, arXiv 2310.02903); see those modules for the maths and
+references.
 """
 
 from ssljax.theory.data_matrix import contrastive_data_matrix
