@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ssljax.evaluators import base, check_option
+from ssljax.evaluators import base
+from ssljax.evaluators.base import check_option
 
 __all__ = ["Evaluator", "accuracy", "online_probe_update"]
 
