@@ -218,7 +218,7 @@ def run_model(name: str, args) -> dict:
   import numpy as np
   from jax.sharding import NamedSharding, PartitionSpec as P
   from ssljax import (compilation_cache, config_validation, data, inputs,
-                      methods, train)
+                      methods, online_probe, train)
 
   phases = {}  # seconds of each set-up phase, in order
   mark = time.perf_counter()
@@ -249,7 +249,7 @@ def run_model(name: str, args) -> dict:
   lr_fn = train.create_learning_rate_fn(config.optim, config.batch_size,
                                         steps_per_epoch, total_steps)
   tx = train.create_optimizer(config.optim, lr_fn, steps_per_epoch)
-  probe_tx = train.create_probe_optimizer(config)
+  probe_tx = online_probe.create_optimizer(config)
   num_classes = int(source.num_classes or 0) if probe_tx is not None else 0
   state = jax.device_put(train.create_train_state(
       method, tx, jax.random.key(config.seed), shapes,
@@ -257,7 +257,8 @@ def run_model(name: str, args) -> dict:
   jax.block_until_ready(state)
   phase("state_init")
   step_fn = train.sharded_train_step(config, mesh, total_steps=total_steps,
-                                     steps_per_epoch=steps_per_epoch)
+                                     steps_per_epoch=steps_per_epoch,
+                                     probe_tx=probe_tx)
   prefetch = config.dataset.prefetch
   workers, host_threads = data.host_workers(  # what the pipeline runs
       config.dataset.workers, config.dataset.threads, source)

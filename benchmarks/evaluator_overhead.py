@@ -26,7 +26,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from configs import vicreg as vicreg_config  # noqa: E402
-from ssljax import methods, optimizers, train  # noqa: E402
+from ssljax import methods, online_probe, optimizers, train  # noqa: E402
 
 BEFORE = ("probe", "knn", "raw_pixel_probe", "random_init_probe")
 
@@ -45,7 +45,7 @@ def step_seconds(rounds: int, steps: int) -> dict:
   for name, classes in (("with online probe", 10), ("without", 0)):
     state = train.create_train_state(
         method, tx, jax.random.key(0), spec, num_classes=classes,
-        probe_tx=train.create_probe_optimizer(config))
+        probe_tx=online_probe.create_optimizer(config))
     batch = {"images": images}
     if classes:
       batch["probe_labels"] = labels

@@ -23,25 +23,26 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
 from ssljax import (checkpoints, compilation_cache, config_validation, data,
-                    distributed, evaluators, faults, inputs, methods, monitor,
-                    preemption, report)
+                    deprecation, distributed, evaluators, faults, inputs,
+                    methods, monitor, online_probe, preemption, report)
 # Re-exported (train.__all__): the state and what builds it.
 from ssljax.train_state import (TrainState, create_learning_rate_fn,
-                                create_optimizer, create_probe_optimizer,
-                                create_train_state)
+                                create_optimizer, create_train_state)
 from ssljax.evaluators import context as eval_context
-from ssljax.evaluators import online_probe
 # Re-exported (train.__all__): the data side of a config.
 from ssljax.inputs import (dataset_graph, known_labels, uses_edges,
                            uses_labels)
 from ssljax.probes import extract_features  # re-exported (train.__all__)
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_train_state", "create_probe_optimizer", "batch_spec",
+           "create_train_state", "batch_spec",
            "train_step",
            "sharded_train_step", "uses_labels", "uses_edges", "dataset_graph",
            "known_labels", "make_mesh",
            "extract_features", "train_and_evaluate"]
+
+__getattr__ = deprecation.moved_names(__name__, {
+    "create_probe_optimizer": "ssljax.online_probe.create_optimizer"})
 
 
 # --------------------------------------------------------------- train step --
@@ -71,7 +72,8 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
     seed: the run's seed.
     total_steps, steps_per_epoch: the run's length (the methods'
       schedules).
-    probe_tx: optax optimiser of the online probe.
+    probe_tx: optax optimiser of the online probe
+      (`ssljax.online_probe.create_optimizer`).
     on_nonfinite: "stop" (the host stops the run) | "skip": a step whose
       loss terms or gradients are not all finite keeps the old state
       (`ssljax.faults.skip_nonfinite`) and reports "skipped" = 1.
@@ -99,7 +101,7 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   metrics = {**aux.metrics, **schedule_metrics,
              "grad_norm": optax.tree.norm(grads)}
   if state.probe and "probe_labels" in batch:
-    probe, probe_metrics = online_probe.online_probe_update(
+    probe, probe_metrics = online_probe.update(
         state.probe, aux.representation, batch["probe_labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
@@ -109,11 +111,14 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
 
 
 def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
-                       total_steps: int = 1, steps_per_epoch: int = 1):
+                       total_steps: int = 1, steps_per_epoch: int = 1,
+                       probe_tx=None):
   """``train_step`` jitted: state replicated on ``mesh``, the batch as placed.
 
   ``total_steps`` and ``steps_per_epoch`` set the methods' schedules (EMA
-  momentum, temperatures).
+  momentum, temperatures). ``probe_tx`` is the online probe's optimiser
+  (None: `ssljax.online_probe.create_optimizer` of ``config``, itself None
+  for a run without an online probe).
 
   The batch arrays keep the shardings they come with (global arrays sharded
   on their batch axis, `ssljax.inputs.to_device_batch`). The input state is
@@ -124,7 +129,8 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
       functools.partial(train_step, spec=data.view_spec(config.views),
                         seed=config.seed, total_steps=total_steps,
                         steps_per_epoch=steps_per_epoch,
-                        probe_tx=create_probe_optimizer(config),
+                        probe_tx=(online_probe.create_optimizer(config)
+                                  if probe_tx is None else probe_tx),
                         on_nonfinite=config.train.on_nonfinite),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
@@ -216,7 +222,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
                                   steps_per_epoch, total_steps)
   tx = create_optimizer(config.optim, lr_fn, steps_per_epoch)
-  probe_tx = create_probe_optimizer(config)  # None: no online probe
+  # Once per run: the initial state and the train step share it.
+  probe_tx = online_probe.create_optimizer(config)  # None: no online probe
   num_classes = (int(train_source.num_classes or 0)
                  if probe_tx is not None else 0)
   # A pure function of the seed: rebuilt for the random-init baseline because
@@ -248,7 +255,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   writer = monitor.MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh, total_steps=total_steps,
-                               steps_per_epoch=steps_per_epoch)
+                               steps_per_epoch=steps_per_epoch,
+                               probe_tx=probe_tx)
   # Evaluators (config.evals): each runs at its steps and after the last.
   shown = jax.process_index() == 0
   ctx = eval_context.make_context(

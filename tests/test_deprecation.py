@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ssljax import data, graphs, methods, probes
+from ssljax import data, graphs, methods, online_probe, probes
 from ssljax.methods import ema, masks, queue
 
 MOVED_MODULES = [("ssljax.evaluate", probes), ("ssljax.ema", ema),
@@ -31,6 +31,13 @@ def test_a_moved_module_warns_and_serves_the_new_one(old, new):
     ("ssljax.methods", "GRAPH_KINDS", graphs.BATCH_GRAPH_KINDS),
     ("ssljax.methods", "DATASET_GRAPH_KINDS", graphs.DATASET_GRAPH_KINDS),
     ("ssljax.methods", "batch_graph", graphs.batch_graph),
+    ("ssljax.evaluators.online_probe", "online_probe_update",
+     online_probe.update),
+    ("ssljax.evaluators.online_probe", "STATS_EPS", online_probe.STATS_EPS),
+    ("ssljax.train_state", "create_probe_optimizer",
+     online_probe.create_optimizer),
+    ("ssljax.train_state", "online_probe_options", online_probe.options),
+    ("ssljax.train", "create_probe_optimizer", online_probe.create_optimizer),
 ])
 def test_a_moved_name_warns_and_is_the_same_object(module, old, new):
   with pytest.warns(DeprecationWarning, match=f"{module}.{old} is deprecated"):

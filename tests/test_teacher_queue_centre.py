@@ -21,7 +21,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import methods, train
+from ssljax import methods, online_probe, train
 
 from ssljax.methods import ema
 
@@ -61,7 +61,7 @@ def _state(config, num_classes=10):
       methods.build(config), optax.sgd(0.05), jax.random.key(0),
       methods.BatchSpec((28, 28, 1), config.views.num_global,
                         config.views.num_local),
-      num_classes=num_classes, probe_tx=train.create_probe_optimizer(config))
+      num_classes=num_classes, probe_tx=online_probe.create_optimizer(config))
 
 
 def test_each_method_state_holds_what_the_method_needs():
@@ -235,9 +235,9 @@ def test_the_online_probe_has_one_switch_its_evals_entry():
   """With an ``evals`` entry of type online_probe the step trains a probe
   (and the evaluator scores it); without one there is no probe at all."""
   config = _config("simsiam")
-  assert train.create_probe_optimizer(config) is not None
+  assert online_probe.create_optimizer(config) is not None
   del config.evals["online_probe"]
-  assert train.create_probe_optimizer(config) is None
+  assert online_probe.create_optimizer(config) is None
   mesh = train.make_mesh(jax.devices()[:1])
   step = train.sharded_train_step(config, mesh, total_steps=4)
   state, metrics = step(_state(config, num_classes=0),
