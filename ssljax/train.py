@@ -259,7 +259,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
                                probe_tx=probe_tx)
   # Evaluators (config.evals): each runs at its steps and after the last.
   shown = jax.process_index() == 0
-  ctx = eval_context.make_context(
+  ctx = eval_context.RunContext(
       config, mesh, train_source=train_source, test_source=test_source,
       total_steps=total_steps, initial_state=initial_state,
       view_size=view_shape[0], seed=config.seed, shown=shown,

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from ssljax import data, graphs, methods, online_probe, probes
+from ssljax.evaluators import context
 from ssljax.methods import ema, masks, queue
 
 MOVED_MODULES = [("ssljax.evaluate", probes), ("ssljax.ema", ema),
@@ -38,6 +39,7 @@ def test_a_moved_module_warns_and_serves_the_new_one(old, new):
      online_probe.create_optimizer),
     ("ssljax.train_state", "online_probe_options", online_probe.options),
     ("ssljax.train", "create_probe_optimizer", online_probe.create_optimizer),
+    ("ssljax.evaluators.context", "make_context", context.RunContext),
 ])
 def test_a_moved_name_warns_and_is_the_same_object(module, old, new):
   with pytest.warns(DeprecationWarning, match=f"{module}.{old} is deprecated"):
