@@ -244,7 +244,7 @@ def run_model(name: str, args) -> dict:
   mesh = train.make_mesh()
   steps_per_epoch = data.steps_per_epoch(len(source), config.batch_size)
   total_steps = 100 * steps_per_epoch  # schedules' length: no effect on speed
-  shapes = train.batch_spec(config, source.image_shape)
+  shapes = train.batch_spec(config, source.image_shape, spec=spec)
   method = methods.build(config)
   lr_fn = train.create_learning_rate_fn(config.optim, config.batch_size,
                                         steps_per_epoch, total_steps)
@@ -258,7 +258,7 @@ def run_model(name: str, args) -> dict:
   phase("state_init")
   step_fn = train.sharded_train_step(config, mesh, total_steps=total_steps,
                                      steps_per_epoch=steps_per_epoch,
-                                     probe_tx=probe_tx)
+                                     spec=spec, probe_tx=probe_tx)
   prefetch = config.dataset.prefetch
   workers, host_threads = data.host_workers(  # what the pipeline runs
       config.dataset.workers, config.dataset.threads, source)

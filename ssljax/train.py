@@ -112,35 +112,38 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
 
 def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
                        total_steps: int = 1, steps_per_epoch: int = 1,
-                       probe_tx=None):
+                       spec: data.ViewSpec | None = None, probe_tx=None):
   """``train_step`` jitted: state replicated on ``mesh``, the batch as placed.
 
   ``total_steps`` and ``steps_per_epoch`` set the methods' schedules (EMA
-  momentum, temperatures). ``probe_tx`` is the online probe's optimiser
-  (None: `ssljax.online_probe.create_optimizer` of ``config``, itself None
-  for a run without an online probe).
+  momentum, temperatures). ``spec`` is the run's view spec (None:
+  `ssljax.data.view_spec` of ``config.views``). ``probe_tx`` is the online
+  probe's optimiser (None: `ssljax.online_probe.create_optimizer` of
+  ``config``, itself None for a run without an online probe).
 
   The batch arrays keep the shardings they come with (global arrays sharded
   on their batch axis, `ssljax.inputs.to_device_batch`). The input state is
   donated (its buffers are reused for the output).
   """
+  spec = data.view_spec(config.views) if spec is None else spec
+  if probe_tx is None:
+    probe_tx = online_probe.create_optimizer(config)
   replicated = NamedSharding(mesh, P())
   return jax.jit(
-      functools.partial(train_step, spec=data.view_spec(config.views),
-                        seed=config.seed, total_steps=total_steps,
-                        steps_per_epoch=steps_per_epoch,
-                        probe_tx=(online_probe.create_optimizer(config)
-                                  if probe_tx is None else probe_tx),
+      functools.partial(train_step, spec=spec, seed=config.seed,
+                        total_steps=total_steps,
+                        steps_per_epoch=steps_per_epoch, probe_tx=probe_tx,
                         on_nonfinite=config.train.on_nonfinite),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
 
-def batch_spec(config: ml_collections.ConfigDict,
-               image_shape=None) -> methods.BatchSpec:
+def batch_spec(config: ml_collections.ConfigDict, image_shape=None, *,
+               spec: data.ViewSpec | None = None) -> methods.BatchSpec:
   """The `ssljax.methods.BatchSpec` of a run whose images are
   ``image_shape`` (H, W, C) (None: ``dataset.channels`` channels at
-  ``views.size``)."""
-  spec = data.view_spec(config.views)
+  ``views.size``); ``spec`` is the run's view spec (None:
+  `ssljax.data.view_spec` of ``config.views``)."""
+  spec = data.view_spec(config.views) if spec is None else spec
   channels = image_shape[2] if image_shape else config.dataset.channels
   size = spec.sizes(image_shape)[0] if image_shape else config.views.size
   return methods.BatchSpec(view_shape=(size, size, channels),
@@ -202,7 +205,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
 
   # Data.
   train_source, test_source = inputs.open_sources(config)
-  spec = data.view_spec(config.views)
+  spec = data.view_spec(config.views)  # the views, once for the whole run
   steps_per_epoch = data.steps_per_epoch(len(train_source), config.batch_size)
   total_steps = (config.num_steps if config.num_steps > 0
                  else int(config.epochs * steps_per_epoch))
@@ -216,7 +219,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
 
   # Method, optimiser, state; the networks are initialised at the global
   # view size.
-  shapes = batch_spec(config, train_source.image_shape)
+  shapes = batch_spec(config, train_source.image_shape, spec=spec)
   view_shape = shapes.view_shape
   method = methods.build(config)
   lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
@@ -255,14 +258,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   writer = monitor.MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh, total_steps=total_steps,
-                               steps_per_epoch=steps_per_epoch,
+                               steps_per_epoch=steps_per_epoch, spec=spec,
                                probe_tx=probe_tx)
   # Evaluators (config.evals): each runs at its steps and after the last.
   shown = jax.process_index() == 0
   ctx = eval_context.RunContext(
       config, mesh, train_source=train_source, test_source=test_source,
       total_steps=total_steps, initial_state=initial_state,
-      view_size=view_shape[0], seed=config.seed, shown=shown,
+      view_size=view_shape[0], seed=config.seed, spec=spec, shown=shown,
       announce=lambda line: print(line, flush=True) if shown else None)
   # Baselines last: every other evaluator reads the trained state's
   # features, extracted once; the random-init baseline replaces them.
