@@ -161,12 +161,15 @@ def make_mesh(devices=None):
 
 # --------------------------------------------------------------------- main --
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
-                       defaults: ml_collections.ConfigDict | None = None
-                       ) -> dict:
+                       defaults: ml_collections.ConfigDict | None = None,
+                       validated: bool = False) -> dict:
   """Pretrains ``config.method`` and runs its evaluators; writes under workdir.
 
-  ``defaults`` (optional) is the config file's config before overrides, as
-  `ssljax.config_validation.validate` takes it.
+  The config is checked first, before anything is loaded or written
+  (`ssljax.config_validation.validate`; ``defaults``, optional, is the
+  config file's config before overrides, as it takes it), unless
+  ``validated`` says the caller did so already: ``python -m ssljax.main``
+  checks it at its entry, before it joins a multi-process run.
 
   Writes ``checkpoints/`` (orbax; a rerun with the same workdir resumes from
   the latest), ``metrics.jsonl``, ``tensorboard/``, ``config.json``,
@@ -195,7 +198,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   start_time = time.time()
   seconds = {}  # wall time of each phase, results.json "seconds"
   # Every field, before anything is loaded or written (one-line ConfigError).
-  config_validation.validate(config, defaults=defaults)
+  if not validated:
+    config_validation.validate(config, defaults=defaults)
   compilation_cache.enable(config.get("compilation_cache_dir", "auto"))
   compilation_cache.use_threefry_gpu_kernel()
   os.makedirs(workdir, exist_ok=True)
