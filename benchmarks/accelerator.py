@@ -267,7 +267,7 @@ def run_model(name: str, args) -> dict:
     return inputs.train_iterator(
         config, source, spec, start_step=start, num_steps=count,
         process_index=jax.process_index(),
-        process_count=jax.process_count(), probe_labels=num_classes > 0)
+        process_count=jax.process_count())
 
   # One host batch, placed once: the device-resident "synthetic" batch.
   batch = inputs.to_device_batch(next(batches(0, 1)), mesh)

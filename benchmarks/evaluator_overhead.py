@@ -48,7 +48,7 @@ def step_seconds(rounds: int, steps: int) -> dict:
         probe_tx=online_probe.create_optimizer(config))
     batch = {"images": images}
     if classes:
-      batch["probe_labels"] = labels
+      batch["labels"] = labels
     step = train.sharded_train_step(config, mesh, total_steps=1000)
     state, _ = step(state, jax.device_put(batch))  # compile
     variants[name] = [state, step, jax.device_put(batch), []]

@@ -65,9 +65,11 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
     batch: dict from `ssljax.inputs.to_device_batch`: the images, "images"
       uint8 (B, H, W, C) or "views" (host crops, uint8) or "ready_views"
       float32 (V, B, H, W, C) (edge batches of a dataset graph); "labels"
-      (B,) int32 when the loss graph reads labels; "probe_labels" (B,)
-      int32 for the online probe; "edge_info" (3, 2, B) float32 for the
-      VIC² estimate on a dataset graph.
+      (B,) int32 the rows' true labels (−1: unknown), which the online
+      probe reads; "graph_labels" (B,) int32 when the loss graph reads
+      labels, handed to the method as its batch's "labels"
+      (`ssljax.inputs.train_iterator`); "edge_info" (3, 2, B) float32 for
+      the VIC² estimate on a dataset graph.
     spec: the run's `ssljax.data.ViewSpec`.
     seed: the run's seed.
     total_steps, steps_per_epoch: the run's length (the methods'
@@ -86,8 +88,10 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   key = jax.random.fold_in(jax.random.key(seed), state.step)
   views = data.device_views(batch, key, spec)
   method_batch = {"views": tuple(views)}
-  method_batch.update({k: batch[k] for k in ("labels", "edge_info")
-                       if k in batch})
+  if "graph_labels" in batch:  # what the loss graph may read of the labels
+    method_batch["labels"] = batch["graph_labels"]
+  if "edge_info" in batch:
+    method_batch["edge_info"] = batch["edge_info"]
   schedule = {"step": state.step, "total_steps": total_steps,
               "steps_per_epoch": steps_per_epoch}
   loss_key = jax.random.fold_in(key, 1 << 20)  # apart from the views' keys
@@ -100,9 +104,9 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   new = new.replace(method_state=method_state)
   metrics = {**aux.metrics, **schedule_metrics,
              "grad_norm": optax.tree.norm(grads)}
-  if state.probe and "probe_labels" in batch:
+  if state.probe and "labels" in batch:
     probe, probe_metrics = online_probe.update(
-        state.probe, aux.representation, batch["probe_labels"], probe_tx)
+        state.probe, aux.representation, batch["labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
   if on_nonfinite == "skip":
@@ -293,8 +297,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   batches = inputs.train_iterator(
       config, train_source, spec, start_step=start_step,
       num_steps=total_steps - start_step, process_index=jax.process_index(),
-      process_count=jax.process_count(), graph=graph,
-      probe_labels=num_classes > 0)
+      process_count=jax.process_count(), graph=graph)
   train_start = time.time()
   seconds["setup"] = train_start - start_time  # data, graph, state, restore
   seconds["checkpoint_save"] = 0.0

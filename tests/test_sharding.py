@@ -224,7 +224,8 @@ def _config(method, form, views, graph):
 
 
 def _batches(views, labelled, dtype, steps=2, batch=64):
-  """``steps`` global batches: views (V, B, 28, 28, 1) [+ labels (B,)]."""
+  """``steps`` global batches: views (V, B, 28, 28, 1) [+ the loss graph's
+  labels "graph_labels" (B,)]."""
   rng = np.random.default_rng(0)
   out = []
   for _ in range(steps):
@@ -233,7 +234,8 @@ def _batches(views, labelled, dtype, steps=2, batch=64):
     # label graph fall on every device.
     y = np.where(rng.uniform(size=batch) < 0.25, -1,
                  rng.integers(0, 10, batch)).astype(np.int32)
-    out.append({"ready_views": x} | ({"labels": y} if labelled else {}))
+    out.append({"ready_views": x} | ({"graph_labels": y} if labelled
+                                     else {}))
   return out
 
 

@@ -53,7 +53,7 @@ def _views(config, batch=16, seed=0):
                  * 255)
   labels = rng.integers(0, 10, batch).astype(np.int32)
   return {"views": tuple(v.astype(np.uint8) for v in views),
-          "probe_labels": labels}
+          "labels": labels}
 
 
 def _state(config, num_classes=10):
@@ -129,7 +129,7 @@ def test_online_probe_sends_no_gradient_into_the_encoder():
   batch = _views(config)
   with_probe, _ = step(_state(config), jax.device_put(batch))
   without, _ = step(_state(config, num_classes=0), jax.device_put(batch))
-  other = dict(batch, probe_labels=(batch["probe_labels"] + 3) % 10)
+  other = dict(batch, labels=(batch["labels"] + 3) % 10)
   relabelled, _ = step(_state(config), jax.device_put(other))
   for a, b, c in zip(jax.tree.leaves(with_probe.params),
                      jax.tree.leaves(without.params),

@@ -12,7 +12,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import data, methods, report, train
+from ssljax import data, inputs, methods, report, train
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 from configs import vicreg as vicreg_config  # noqa: E402
@@ -275,6 +275,34 @@ def test_known_labels_hides_a_seeded_fraction():
   config.graph.label_fraction = 1.5
   with pytest.raises(ValueError, match="label_fraction"):
     train.known_labels(labels, config)
+
+
+@pytest.mark.parametrize("kind", ["views", "supervised"])
+def test_train_batches_carry_true_labels_and_the_graphs_own(kind):
+  """Every host batch has the rows' true "labels" (the online probe's);
+  "graph_labels", what the loss graph may see of them, only with a graph
+  built from labels; probe_labels= is deprecated and changes nothing."""
+  config = vicreg_config.get_config("smoke")
+  config.graph.kind, config.graph.label_fraction = kind, 0.5
+  config.batch_size, config.dataset.threads = 16, 1
+  truth = (np.arange(64) % 10).astype(np.int32)
+  source = data.ArraySource(np.zeros((64, 28, 28, 1), np.uint8), truth)
+  run = lambda **kw: list(inputs.train_iterator(
+      config, source, data.view_spec(config.views), start_step=0,
+      num_steps=2, process_index=0, process_count=1, **kw))
+  batches = run()
+  known = inputs.known_labels(truth, config)
+  for batch in batches:
+    np.testing.assert_array_equal(batch["labels"], truth[batch["indices"]])
+    assert ("graph_labels" in batch) == (kind == "supervised")
+    if kind == "supervised":
+      np.testing.assert_array_equal(batch["graph_labels"],
+                                    known[batch["indices"]])
+  with pytest.warns(DeprecationWarning, match="probe_labels"):
+    again = run(probe_labels=True)
+  for a, b in zip(batches, again):
+    assert sorted(a) == sorted(b)
+    np.testing.assert_array_equal(a["labels"], b["labels"])
 
 
 def test_config_variants_and_unknown_variant():
