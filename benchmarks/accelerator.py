@@ -218,7 +218,7 @@ def run_model(name: str, args) -> dict:
   import numpy as np
   from jax.sharding import NamedSharding, PartitionSpec as P
   from ssljax import (compilation_cache, config_validation, data, inputs,
-                      methods, online_probe, train)
+                      methods, online_probe, optimizers, train, train_state)
 
   phases = {}  # seconds of each set-up phase, in order
   mark = time.perf_counter()
@@ -246,12 +246,12 @@ def run_model(name: str, args) -> dict:
   total_steps = 100 * steps_per_epoch  # schedules' length: no effect on speed
   shapes = train.batch_spec(config, source.image_shape, spec=spec)
   method = methods.build(config)
-  lr_fn = train.create_learning_rate_fn(config.optim, config.batch_size,
-                                        steps_per_epoch, total_steps)
-  tx = train.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
+                                             steps_per_epoch, total_steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
   probe_tx = online_probe.create_optimizer(config)
   num_classes = int(source.num_classes or 0) if probe_tx is not None else 0
-  state = jax.device_put(train.create_train_state(
+  state = jax.device_put(train_state.create_train_state(
       method, tx, jax.random.key(config.seed), shapes,
       num_classes=num_classes, probe_tx=probe_tx), NamedSharding(mesh, P()))
   jax.block_until_ready(state)

@@ -24,31 +24,33 @@ import tqdm
 
 from ssljax import (checkpoints, compilation_cache, config_validation, data,
                     deprecation, distributed, evaluators, faults, inputs,
-                    methods, monitor, online_probe, preemption, report)
-# Re-exported (train.__all__): the state and what builds it.
-from ssljax.train_state import (TrainState, create_learning_rate_fn,
-                                create_optimizer, create_train_state)
+                    methods, monitor, online_probe, optimizers, preemption,
+                    report, train_state)
 from ssljax.evaluators import context as eval_context
-# Re-exported (train.__all__): the data side of a config.
-from ssljax.inputs import (dataset_graph, known_labels, uses_edges,
-                           uses_labels)
-from ssljax.probes import extract_features  # re-exported (train.__all__)
 
-__all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_train_state", "batch_spec",
-           "train_step",
-           "sharded_train_step", "uses_labels", "uses_edges", "dataset_graph",
-           "known_labels", "make_mesh",
-           "extract_features", "train_and_evaluate"]
+__all__ = ["batch_spec", "train_step", "sharded_train_step", "make_mesh",
+           "train_and_evaluate"]
 
+# Names this module re-exported from their home modules: they still work,
+# with a DeprecationWarning naming the home.
 __getattr__ = deprecation.moved_names(__name__, {
-    "create_probe_optimizer": "ssljax.online_probe.create_optimizer"})
+    "TrainState": "ssljax.train_state.TrainState",
+    "create_train_state": "ssljax.train_state.create_train_state",
+    "create_learning_rate_fn": "ssljax.optimizers.create_learning_rate_fn",
+    "create_optimizer": "ssljax.optimizers.create_optimizer",
+    "create_probe_optimizer": "ssljax.online_probe.create_optimizer",
+    "uses_labels": "ssljax.inputs.uses_labels",
+    "uses_edges": "ssljax.inputs.uses_edges",
+    "dataset_graph": "ssljax.inputs.dataset_graph",
+    "known_labels": "ssljax.inputs.known_labels",
+    "extract_features": "ssljax.probes.extract_features"})
 
 
 # --------------------------------------------------------------- train step --
-def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
-               seed: int = 0, total_steps: int = 1, steps_per_epoch: int = 1,
-               probe_tx=None, on_nonfinite: str = "stop"):
+def train_step(state: train_state.TrainState, batch: dict, *,
+               spec: data.ViewSpec, seed: int = 0, total_steps: int = 1,
+               steps_per_epoch: int = 1, probe_tx=None,
+               on_nonfinite: str = "stop"):
   """One optimiser step of ``state.method`` on a batch; the same for every
   method.
 
@@ -61,7 +63,7 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   gradient reaches the encoder.
 
   Args:
-    state: TrainState (replicated).
+    state: `ssljax.train_state.TrainState` (replicated).
     batch: dict from `ssljax.inputs.to_device_batch`: the images, "images"
       uint8 (B, H, W, C) or "views" (host crops, uint8) or "ready_views"
       float32 (V, B, H, W, C) (edge batches of a dataset graph); "labels"
@@ -230,16 +232,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   shapes = batch_spec(config, train_source.image_shape, spec=spec)
   view_shape = shapes.view_shape
   method = methods.build(config)
-  lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
-                                  steps_per_epoch, total_steps)
-  tx = create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
+                                             steps_per_epoch, total_steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
   # Once per run: the initial state and the train step share it.
   probe_tx = online_probe.create_optimizer(config)  # None: no online probe
   num_classes = (int(train_source.num_classes or 0)
                  if probe_tx is not None else 0)
   # A pure function of the seed: rebuilt for the random-init baseline because
   # the train step donates (frees) the state it is given.
-  initial_state = lambda: jax.device_put(create_train_state(
+  initial_state = lambda: jax.device_put(train_state.create_train_state(
       method, tx, jax.random.key(config.seed), shapes,
       num_classes=num_classes, probe_tx=probe_tx), replicated)
 

@@ -36,7 +36,7 @@ import numpy as np
 import optax
 import pytest
 
-from ssljax import distributed, inputs, methods, train
+from ssljax import distributed, inputs, methods, train, train_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -250,7 +250,7 @@ def _initial_state(config, dtype):
   # graph) from diverging in two steps.
   tx = optax.chain(_record_grads(), optax.clip_by_global_norm(1.0),
                    optax.sgd(0.05))
-  state = jax.device_get(train.create_train_state(
+  state = jax.device_get(train_state.create_train_state(
       method, tx, jax.random.key(0), train.batch_spec(config, (28, 28, 1))))
   cast = lambda tree: jax.tree.map(
       lambda a: np.asarray(a, dtype) if np.issubdtype(

@@ -21,7 +21,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import methods, online_probe, train
+from ssljax import methods, online_probe, train, train_state
 
 from ssljax.methods import ema
 
@@ -57,7 +57,7 @@ def _views(config, batch=16, seed=0):
 
 
 def _state(config, num_classes=10):
-  return train.create_train_state(
+  return train_state.create_train_state(
       methods.build(config), optax.sgd(0.05), jax.random.key(0),
       methods.BatchSpec((28, 28, 1), config.views.num_global,
                         config.views.num_local),
