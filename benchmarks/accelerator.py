@@ -218,7 +218,7 @@ def run_model(name: str, args) -> dict:
   import numpy as np
   from jax.sharding import NamedSharding, PartitionSpec as P
   from ssljax import (compilation_cache, config_validation, data, inputs,
-                      methods, train)
+                      methods, online_probe, optimizers, train, train_state)
 
   phases = {}  # seconds of each set-up phase, in order
   mark = time.perf_counter()
@@ -244,20 +244,21 @@ def run_model(name: str, args) -> dict:
   mesh = train.make_mesh()
   steps_per_epoch = data.steps_per_epoch(len(source), config.batch_size)
   total_steps = 100 * steps_per_epoch  # schedules' length: no effect on speed
-  shapes = train.batch_spec(config, source.image_shape)
+  shapes = train.batch_spec(config, source.image_shape, spec=spec)
   method = methods.build(config)
-  lr_fn = train.create_learning_rate_fn(config.optim, config.batch_size,
-                                        steps_per_epoch, total_steps)
-  tx = train.create_optimizer(config.optim, lr_fn, steps_per_epoch)
-  probe_tx = train.create_probe_optimizer(config)
+  lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
+                                             steps_per_epoch, total_steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  probe_tx = online_probe.create_optimizer(config)
   num_classes = int(source.num_classes or 0) if probe_tx is not None else 0
-  state = jax.device_put(train.create_train_state(
+  state = jax.device_put(train_state.create_train_state(
       method, tx, jax.random.key(config.seed), shapes,
       num_classes=num_classes, probe_tx=probe_tx), NamedSharding(mesh, P()))
   jax.block_until_ready(state)
   phase("state_init")
   step_fn = train.sharded_train_step(config, mesh, total_steps=total_steps,
-                                     steps_per_epoch=steps_per_epoch)
+                                     steps_per_epoch=steps_per_epoch,
+                                     spec=spec, probe_tx=probe_tx)
   prefetch = config.dataset.prefetch
   workers, host_threads = data.host_workers(  # what the pipeline runs
       config.dataset.workers, config.dataset.threads, source)
@@ -266,7 +267,7 @@ def run_model(name: str, args) -> dict:
     return inputs.train_iterator(
         config, source, spec, start_step=start, num_steps=count,
         process_index=jax.process_index(),
-        process_count=jax.process_count(), probe_labels=num_classes > 0)
+        process_count=jax.process_count())
 
   # One host batch, placed once: the device-resident "synthetic" batch.
   batch = inputs.to_device_batch(next(batches(0, 1)), mesh)

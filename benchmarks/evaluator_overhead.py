@@ -26,7 +26,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from configs import vicreg as vicreg_config  # noqa: E402
-from ssljax import methods, optimizers, train  # noqa: E402
+from ssljax import (methods, online_probe, optimizers, train,  # noqa: E402
+                    train_state)
 
 BEFORE = ("probe", "knn", "raw_pixel_probe", "random_init_probe")
 
@@ -43,12 +44,12 @@ def step_seconds(rounds: int, steps: int) -> dict:
   spec = train.batch_spec(config, images.shape[1:])
   variants = {}
   for name, classes in (("with online probe", 10), ("without", 0)):
-    state = train.create_train_state(
+    state = train_state.create_train_state(
         method, tx, jax.random.key(0), spec, num_classes=classes,
-        probe_tx=train.create_probe_optimizer(config))
+        probe_tx=online_probe.create_optimizer(config))
     batch = {"images": images}
     if classes:
-      batch["probe_labels"] = labels
+      batch["labels"] = labels
     step = train.sharded_train_step(config, mesh, total_steps=1000)
     state, _ = step(state, jax.device_put(batch))  # compile
     variants[name] = [state, step, jax.device_put(batch), []]

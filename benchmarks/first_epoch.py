@@ -152,7 +152,7 @@ def ssljax_job(seed):
   # pylint: disable=import-outside-toplevel
   import jax
   from configs import vicreg
-  from ssljax import data, methods, optimizers, train
+  from ssljax import data, methods, optimizers, train, train_state
   # pylint: enable=import-outside-toplevel
   config = vicreg.get_config()
   config.seed = seed
@@ -160,8 +160,8 @@ def ssljax_job(seed):
   lr_fn = optimizers.create_learning_rate_fn(
       config.optim, config.batch_size, STEPS_PER_EPOCH, STEPS_PER_EPOCH)
   tx = optimizers.create_optimizer(config.optim, lr_fn, STEPS_PER_EPOCH)
-  state = train.create_train_state(method, tx, jax.random.key(seed),
-                                   train.batch_spec(config, (28, 28, 1)))
+  state = train_state.create_train_state(
+      method, tx, jax.random.key(seed), train.batch_spec(config, (28, 28, 1)))
   step = jax.jit(functools.partial(
       train.train_step, spec=data.view_spec(config.views), seed=seed,
       total_steps=STEPS_PER_EPOCH, steps_per_epoch=STEPS_PER_EPOCH))

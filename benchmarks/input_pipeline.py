@@ -54,7 +54,8 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from ssljax import data, methods, optimizers, train  # noqa: E402
+from ssljax import (data, methods, optimizers, train,  # noqa: E402
+                    train_state)
 from ssljax.data import synthetic  # noqa: E402
 
 # BYOL's view recipe (Grill et al. 2020, arXiv 2006.07733, Table 6).
@@ -115,8 +116,8 @@ def _step_rate(host_batch, views, encoder_kwargs, batch):
   method = methods.build(config)
   tx = optimizers.create_optimizer(config.optim, lambda _: 1e-3)
   size = views["size"]  # RGB images; the config's dataset is Fashion-MNIST
-  state = train.create_train_state(method, tx, jax.random.key(0),
-                                   train.batch_spec(config, (size, size, 3)))
+  state = train_state.create_train_state(
+      method, tx, jax.random.key(0), train.batch_spec(config, (size, size, 3)))
   mesh = train.make_mesh(jax.devices()[:1])
   step = train.sharded_train_step(config, mesh)
   device = {k: v for k, v in host_batch.items() if k in ("images", "views")}

@@ -26,7 +26,8 @@ import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
 from configs import lejepa, vicreg  # noqa: E402
-from ssljax import losses, methods, optimizers, train  # noqa: E402
+from ssljax import (losses, methods, optimizers, train,  # noqa: E402
+                    train_state)
 from ssljax.evaluators.sigreg import sigreg_of_views  # noqa: E402
 
 CONFIGS = {"vicreg": lambda: vicreg.get_config(),
@@ -42,7 +43,7 @@ def _step_fn(config, mesh):
   lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
                                              100, 1000)
   tx = optimizers.create_optimizer(config.optim, lr_fn)
-  state = jax.device_put(train.create_train_state(
+  state = jax.device_put(train_state.create_train_state(
       method, tx, jax.random.key(0), shapes), NamedSharding(mesh, P()))
   rng = np.random.default_rng(0)
   images = rng.integers(0, 256, (config.batch_size, 28, 28, 1), np.uint8)

@@ -38,25 +38,11 @@ def _rows_objective(params, x_NxD, y, l2):
 
 @jax.jit
 def _fit_rows(params, x, y, l2, max_iter, tol):
-  """The fit of `ssljax.probes.linear_probe` on the (N, D) features."""
-  fun = lambda p: _rows_objective(p, x, y, l2)
-  solver = optax.lbfgs()
-  value_and_grad = optax.value_and_grad_from_state(fun)
-
-  def step(carry):
-    params, state, _ = carry
-    value, grad = value_and_grad(params, state=state)
-    updates, state = solver.update(grad, state, params, value=value, grad=grad,
-                                   value_fn=fun)
-    return optax.apply_updates(params, updates), state, optax.tree.norm(grad)
-
-  def keep_going(carry):
-    _, state, grad_norm = carry
-    return (optax.tree.get(state, "count") < max_iter) & (grad_norm > tol)
-
-  init = (params, solver.init(params), jnp.asarray(jnp.inf))
-  params, state, _ = jax.lax.while_loop(keep_going, step, init)
-  return params, optax.tree.get(state, "count")
+  """The fit of `ssljax.probes.linear_probe` on the (N, D) features: the
+  library's solver loop (`ssljax.probes.lbfgs_minimize`) on the rows
+  objective."""
+  return probes.lbfgs_minimize(lambda p: _rows_objective(p, x, y, l2),
+                               params, max_iter, tol)
 
 
 def main():

@@ -70,7 +70,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from ssljax import config_validation, data, methods, train  # noqa: E402
+from ssljax import (config_validation, data, methods,  # noqa: E402
+                    optimizers, train, train_state)
 from ssljax.methods import ijepa  # noqa: E402
 
 
@@ -89,12 +90,12 @@ def step_cost(config) -> dict:
   """Compiles the config's train step on abstract inputs; its costs."""
   method = methods.build(config)
   steps_per_epoch, total_steps = 100, 10_000
-  lr_fn = train.create_learning_rate_fn(config.optim, config.batch_size,
-                                        steps_per_epoch, total_steps)
-  tx = train.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
+                                             steps_per_epoch, total_steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
   shapes = train.batch_spec(config)
   state = jax.eval_shape(
-      lambda key: train.create_train_state(method, tx, key, shapes),
+      lambda key: train_state.create_train_state(method, tx, key, shapes),
       jax.random.key(config.seed))
   spec = data.view_spec(config.views)
   b, s, c = config.batch_size, config.views.size, config.dataset.channels

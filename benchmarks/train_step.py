@@ -53,7 +53,7 @@ import numpy as np
 
 from configs import simclr as simclr_config
 from configs import vicreg as vicreg_config
-from ssljax import data, methods, optimizers, train
+from ssljax import data, methods, optimizers, train, train_state
 from ssljax.models import encoders
 
 MLP_FEATURES = (512, 512)
@@ -105,8 +105,8 @@ def jax_step(config, views: np.ndarray):
   mesh = train.make_mesh(jax.devices()[:1])
   method = methods.build(config)
   tx = optimizers.create_optimizer(config.optim, lambda step: 1e-3)
-  state = train.create_train_state(method, tx, jax.random.key(0),
-                                   train.batch_spec(config, views.shape[2:]))
+  state = train_state.create_train_state(
+      method, tx, jax.random.key(0), train.batch_spec(config, views.shape[2:]))
   step_fn = train.sharded_train_step(config, mesh)
   batch = {"ready_views": jax.device_put(views)}  # views already augmented
   compiled = step_fn.lower(state, batch).compile()

@@ -128,52 +128,62 @@ def open_sources(config: ml_collections.ConfigDict):
 
 def train_iterator(config: ml_collections.ConfigDict, source, spec, *,
                    start_step: int, num_steps: int, process_index: int,
-                   process_count: int, graph=None, probe_labels: bool = False):
+                   process_count: int, graph=None, probe_labels=None):
   """Host batches (dicts, `to_device_batch`) of steps [start, start + num).
 
-  With ``probe_labels`` each batch also carries "probe_labels", the true
-  labels of its rows (−1: unlabeled) for the online probe, whatever part
-  of them the loss graph may see.
+  Label keys of every batch:
+
+  * "labels": int32 (B / P,) the true labels of its rows (−1: unlabeled),
+    as `ssljax.data` reads them, whatever part of them the loss graph may
+    see; the online probe trains on them (`ssljax.train.train_step`).
+  * "graph_labels": int32 (B / P,) the labels the loss graph may read
+    (`known_labels`: all but ``graph.label_fraction`` of them −1), present
+    only when the loss graph is built from labels (`uses_labels`); the
+    train step hands them to the method as its batch's "labels" (the batch
+    contract of `ssljax.methods.base`).
 
   Batches of view samples come from `ssljax.data.train_batches`; with a
   whole-dataset graph (``graph`` given) they are edge batches of
   `ssljax.data.edge_batches`: the uint8 endpoint images ("edge_images",
   the views are made from them on the devices by the same engine and keys
   as every other path) and "edge_info" for the VIC² estimate; their
-  "probe_labels" are the labels of the first endpoints (view 0).
+  "labels" are the labels of the first endpoints (view 0).
+
+  ``probe_labels`` is deprecated and ignored (a DeprecationWarning): the
+  batches always carry "labels".
   """
+  if probe_labels is not None:
+    deprecation.warn_moved("ssljax.inputs.train_iterator(probe_labels=...)",
+                           "the batches' \"labels\", always present")
   if graph is not None:
-    batches = data.edge_batches(
+    return data.edge_batches(
         source, graph, batch_size=config.batch_size, seed=config.seed,
         start_step=start_step, num_steps=num_steps,
         sampling=config.graph.edge_sampling,
         with_info=uses_edge_info(config), process_index=process_index,
         process_count=process_count, threads=config.dataset.threads,
         prefetch=config.dataset.prefetch, workers=config.dataset.workers)
-    for batch in batches:
-      labels_ = batch.pop("labels")
-      if probe_labels:
-        batch["probe_labels"] = labels_
-      yield batch
-    return
-  all_labels = data.source_labels(source) if probe_labels else None
-  labels = (known_labels(data.source_labels(source), config)
-            if uses_labels(config) else None)
-  for batch in data.train_batches(
+  batches = data.train_batches(
       source, batch_size=config.batch_size, seed=config.seed, spec=spec,
       start_step=start_step, num_steps=num_steps, process_index=process_index,
-      process_count=process_count, labels=labels,
-      threads=config.dataset.threads, prefetch=config.dataset.prefetch,
-      workers=config.dataset.workers):
-    if labels is None:
-      batch.pop("labels")
-    if all_labels is not None:
-      batch["probe_labels"] = all_labels[batch["indices"]]
+      process_count=process_count, threads=config.dataset.threads,
+      prefetch=config.dataset.prefetch, workers=config.dataset.workers)
+  if not uses_labels(config):
+    return batches
+  return _with_graph_labels(
+      batches, known_labels(data.source_labels(source), config))
+
+
+def _with_graph_labels(batches, graph_labels):
+  """``batches`` with "graph_labels" = ``graph_labels`` (int32 (N,)) of each
+  batch's "indices"."""
+  for batch in batches:
+    batch["graph_labels"] = graph_labels[batch["indices"]]
     yield batch
 
 
 # The batch axis of each part of a batch.
-_BATCH_AXIS = {"images": 0, "labels": 0, "probe_labels": 0, "views": 1,
+_BATCH_AXIS = {"images": 0, "labels": 0, "graph_labels": 0, "views": 1,
                "edge_images": 1, "ready_views": 1, "edge_info": 2}
 
 

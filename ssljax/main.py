@@ -163,7 +163,10 @@ def main(argv):
     if flags.FLAGS.verbosity >= 1:
       raise
     _fail(_flag_error_message(e, sys.argv), USAGE_ERROR)
-  try:  # every field, before any data is loaded or anything written
+  # The run's one check of every field (train_and_evaluate does not repeat
+  # it), before any data is loaded, anything written or a multi-process run
+  # joined.
+  try:
     # The file's own values of fields the run does not read are no choice
     # of the user's (e.g. its crop range with --config.views.crop=none).
     defaults = _load_config(spec) if spec is not None else None
@@ -193,7 +196,7 @@ def main(argv):
     if distributed.initialize(config.distributed):
       distributed.check_same_run(config)
     results = train.train_and_evaluate(config, _WORKDIR.value,
-                                       defaults=defaults)
+                                       validated=True)
   except extras.MissingExtraError as e:  # e.g. a tfds dataset, no tfds
     if flags.FLAGS.verbosity >= 1:
       raise

@@ -16,9 +16,9 @@ import tqdm
 
 from ssljax import data
 
-__all__ = ["linear_probe", "fit_logistic_regression", "knn_accuracy",
-           "extract_features", "probe_splits", "column_moments",
-           "DEFAULT_L2_GRID"]
+__all__ = ["linear_probe", "fit_logistic_regression", "lbfgs_minimize",
+           "knn_accuracy", "extract_features", "probe_splits",
+           "column_moments", "DEFAULT_L2_GRID"]
 
 # L2 strengths on ½‖W‖² added to the mean cross-entropy. 1e-6 is close to no
 # regularisation for standardised features; 1e-1 shrinks hard.
@@ -74,11 +74,30 @@ def _logreg_objective(params, x_DxN, y, l2):
   return ce + 0.5 * l2 * jnp.sum(params["w"] ** 2)
 
 
-@jax.jit
-def _fit_logreg(params, x_DxN, y, l2, max_iter, tol):
-  """Minimises the L2-regularised multinomial log-loss with L-BFGS (optax),
-  on (D, N) features stored as columns."""
-  fun = lambda p: _logreg_objective(p, x_DxN, y, l2)
+def lbfgs_minimize(fun, params, max_iter, tol):
+  """Minimises ``fun`` from ``params`` with optax's L-BFGS: the linear
+  probe's solver loop (`fit_logistic_regression`), open to other objectives.
+
+  Runs ``while`` the iterations are below ``max_iter`` and the gradient norm
+  of the last step is above ``tol`` (the first step always runs), as one
+  `jax.lax.while_loop`: call it inside `jax.jit` (eagerly, each operation
+  is dispatched on its own).
+
+  Args:
+    fun: ``fun(params) -> float`` 0-d, differentiable in ``params``.
+    params: the start, a pytree of float arrays (e.g. {"w": float32 (D, C),
+      "b": float32 (C,)}).
+    max_iter: int (or int32 0-d) iteration budget, >= 1.
+    tol: float (or float32 0-d) gradient-norm threshold.
+
+  Returns:
+    (the minimiser, a pytree of the structure, shapes and dtypes of
+    ``params``; int32 0-d the iterations taken).
+
+  Raises:
+    TypeError: ``fun`` does not return a scalar, or ``params`` holds
+      non-float leaves (from `jax.grad`).
+  """
   solver = optax.lbfgs()
   value_and_grad = optax.value_and_grad_from_state(fun)
 
@@ -96,6 +115,14 @@ def _fit_logreg(params, x_DxN, y, l2, max_iter, tol):
   init = (params, solver.init(params), jnp.asarray(jnp.inf))
   params, state, _ = jax.lax.while_loop(keep_going, step, init)
   return params, optax.tree.get(state, "count")
+
+
+@jax.jit
+def _fit_logreg(params, x_DxN, y, l2, max_iter, tol):
+  """Minimises the L2-regularised multinomial log-loss with L-BFGS (optax),
+  on (D, N) features stored as columns."""
+  return lbfgs_minimize(lambda p: _logreg_objective(p, x_DxN, y, l2), params,
+                        max_iter, tol)
 
 
 def fit_logistic_regression(features, labels, *, l2: float,

@@ -23,31 +23,34 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import tqdm
 
 from ssljax import (checkpoints, compilation_cache, config_validation, data,
-                    distributed, evaluators, faults, inputs, methods, monitor,
-                    preemption, report)
-# Re-exported (train.__all__): the state and what builds it.
-from ssljax.train_state import (TrainState, create_learning_rate_fn,
-                                create_optimizer, create_probe_optimizer,
-                                create_train_state)
+                    deprecation, distributed, evaluators, faults, inputs,
+                    methods, monitor, online_probe, optimizers, preemption,
+                    report, train_state)
 from ssljax.evaluators import context as eval_context
-from ssljax.evaluators import online_probe
-# Re-exported (train.__all__): the data side of a config.
-from ssljax.inputs import (dataset_graph, known_labels, uses_edges,
-                           uses_labels)
-from ssljax.probes import extract_features  # re-exported (train.__all__)
 
-__all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_train_state", "create_probe_optimizer", "batch_spec",
-           "train_step",
-           "sharded_train_step", "uses_labels", "uses_edges", "dataset_graph",
-           "known_labels", "make_mesh",
-           "extract_features", "train_and_evaluate"]
+__all__ = ["batch_spec", "train_step", "sharded_train_step", "make_mesh",
+           "train_and_evaluate"]
+
+# Names this module re-exported from their home modules: they still work,
+# with a DeprecationWarning naming the home.
+__getattr__ = deprecation.moved_names(__name__, {
+    "TrainState": "ssljax.train_state.TrainState",
+    "create_train_state": "ssljax.train_state.create_train_state",
+    "create_learning_rate_fn": "ssljax.optimizers.create_learning_rate_fn",
+    "create_optimizer": "ssljax.optimizers.create_optimizer",
+    "create_probe_optimizer": "ssljax.online_probe.create_optimizer",
+    "uses_labels": "ssljax.inputs.uses_labels",
+    "uses_edges": "ssljax.inputs.uses_edges",
+    "dataset_graph": "ssljax.inputs.dataset_graph",
+    "known_labels": "ssljax.inputs.known_labels",
+    "extract_features": "ssljax.probes.extract_features"})
 
 
 # --------------------------------------------------------------- train step --
-def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
-               seed: int = 0, total_steps: int = 1, steps_per_epoch: int = 1,
-               probe_tx=None, on_nonfinite: str = "stop"):
+def train_step(state: train_state.TrainState, batch: dict, *,
+               spec: data.ViewSpec, seed: int = 0, total_steps: int = 1,
+               steps_per_epoch: int = 1, probe_tx=None,
+               on_nonfinite: str = "stop"):
   """One optimiser step of ``state.method`` on a batch; the same for every
   method.
 
@@ -60,18 +63,21 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   gradient reaches the encoder.
 
   Args:
-    state: TrainState (replicated).
+    state: `ssljax.train_state.TrainState` (replicated).
     batch: dict from `ssljax.inputs.to_device_batch`: the images, "images"
       uint8 (B, H, W, C) or "views" (host crops, uint8) or "ready_views"
       float32 (V, B, H, W, C) (edge batches of a dataset graph); "labels"
-      (B,) int32 when the loss graph reads labels; "probe_labels" (B,)
-      int32 for the online probe; "edge_info" (3, 2, B) float32 for the
-      VIC² estimate on a dataset graph.
+      (B,) int32 the rows' true labels (−1: unknown), which the online
+      probe reads; "graph_labels" (B,) int32 when the loss graph reads
+      labels, handed to the method as its batch's "labels"
+      (`ssljax.inputs.train_iterator`); "edge_info" (3, 2, B) float32 for
+      the VIC² estimate on a dataset graph.
     spec: the run's `ssljax.data.ViewSpec`.
     seed: the run's seed.
     total_steps, steps_per_epoch: the run's length (the methods'
       schedules).
-    probe_tx: optax optimiser of the online probe.
+    probe_tx: optax optimiser of the online probe
+      (`ssljax.online_probe.create_optimizer`).
     on_nonfinite: "stop" (the host stops the run) | "skip": a step whose
       loss terms or gradients are not all finite keeps the old state
       (`ssljax.faults.skip_nonfinite`) and reports "skipped" = 1.
@@ -84,8 +90,10 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   key = jax.random.fold_in(jax.random.key(seed), state.step)
   views = data.device_views(batch, key, spec)
   method_batch = {"views": tuple(views)}
-  method_batch.update({k: batch[k] for k in ("labels", "edge_info")
-                       if k in batch})
+  if "graph_labels" in batch:  # what the loss graph may read of the labels
+    method_batch["labels"] = batch["graph_labels"]
+  if "edge_info" in batch:
+    method_batch["edge_info"] = batch["edge_info"]
   schedule = {"step": state.step, "total_steps": total_steps,
               "steps_per_epoch": steps_per_epoch}
   loss_key = jax.random.fold_in(key, 1 << 20)  # apart from the views' keys
@@ -98,9 +106,9 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
   new = new.replace(method_state=method_state)
   metrics = {**aux.metrics, **schedule_metrics,
              "grad_norm": optax.tree.norm(grads)}
-  if state.probe and "probe_labels" in batch:
-    probe, probe_metrics = online_probe.online_probe_update(
-        state.probe, aux.representation, batch["probe_labels"], probe_tx)
+  if state.probe and "labels" in batch:
+    probe, probe_metrics = online_probe.update(
+        state.probe, aux.representation, batch["labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
   if on_nonfinite == "skip":
@@ -109,32 +117,39 @@ def train_step(state: TrainState, batch: dict, *, spec: data.ViewSpec,
 
 
 def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
-                       total_steps: int = 1, steps_per_epoch: int = 1):
+                       total_steps: int = 1, steps_per_epoch: int = 1,
+                       spec: data.ViewSpec | None = None, probe_tx=None):
   """``train_step`` jitted: state replicated on ``mesh``, the batch as placed.
 
   ``total_steps`` and ``steps_per_epoch`` set the methods' schedules (EMA
-  momentum, temperatures).
+  momentum, temperatures). ``spec`` is the run's view spec (None:
+  `ssljax.data.view_spec` of ``config.views``). ``probe_tx`` is the online
+  probe's optimiser (None: `ssljax.online_probe.create_optimizer` of
+  ``config``, itself None for a run without an online probe).
 
   The batch arrays keep the shardings they come with (global arrays sharded
   on their batch axis, `ssljax.inputs.to_device_batch`). The input state is
   donated (its buffers are reused for the output).
   """
+  spec = data.view_spec(config.views) if spec is None else spec
+  if probe_tx is None:
+    probe_tx = online_probe.create_optimizer(config)
   replicated = NamedSharding(mesh, P())
   return jax.jit(
-      functools.partial(train_step, spec=data.view_spec(config.views),
-                        seed=config.seed, total_steps=total_steps,
-                        steps_per_epoch=steps_per_epoch,
-                        probe_tx=create_probe_optimizer(config),
+      functools.partial(train_step, spec=spec, seed=config.seed,
+                        total_steps=total_steps,
+                        steps_per_epoch=steps_per_epoch, probe_tx=probe_tx,
                         on_nonfinite=config.train.on_nonfinite),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
 
-def batch_spec(config: ml_collections.ConfigDict,
-               image_shape=None) -> methods.BatchSpec:
+def batch_spec(config: ml_collections.ConfigDict, image_shape=None, *,
+               spec: data.ViewSpec | None = None) -> methods.BatchSpec:
   """The `ssljax.methods.BatchSpec` of a run whose images are
   ``image_shape`` (H, W, C) (None: ``dataset.channels`` channels at
-  ``views.size``)."""
-  spec = data.view_spec(config.views)
+  ``views.size``); ``spec`` is the run's view spec (None:
+  `ssljax.data.view_spec` of ``config.views``)."""
+  spec = data.view_spec(config.views) if spec is None else spec
   channels = image_shape[2] if image_shape else config.dataset.channels
   size = spec.sizes(image_shape)[0] if image_shape else config.views.size
   return methods.BatchSpec(view_shape=(size, size, channels),
@@ -152,12 +167,15 @@ def make_mesh(devices=None):
 
 # --------------------------------------------------------------------- main --
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
-                       defaults: ml_collections.ConfigDict | None = None
-                       ) -> dict:
+                       defaults: ml_collections.ConfigDict | None = None,
+                       validated: bool = False) -> dict:
   """Pretrains ``config.method`` and runs its evaluators; writes under workdir.
 
-  ``defaults`` (optional) is the config file's config before overrides, as
-  `ssljax.config_validation.validate` takes it.
+  The config is checked first, before anything is loaded or written
+  (`ssljax.config_validation.validate`; ``defaults``, optional, is the
+  config file's config before overrides, as it takes it), unless
+  ``validated`` says the caller did so already: ``python -m ssljax.main``
+  checks it at its entry, before it joins a multi-process run.
 
   Writes ``checkpoints/`` (orbax; a rerun with the same workdir resumes from
   the latest), ``metrics.jsonl``, ``tensorboard/``, ``config.json``,
@@ -186,7 +204,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   start_time = time.time()
   seconds = {}  # wall time of each phase, results.json "seconds"
   # Every field, before anything is loaded or written (one-line ConfigError).
-  config_validation.validate(config, defaults=defaults)
+  if not validated:
+    config_validation.validate(config, defaults=defaults)
   compilation_cache.enable(config.get("compilation_cache_dir", "auto"))
   compilation_cache.use_threefry_gpu_kernel()
   os.makedirs(workdir, exist_ok=True)
@@ -196,7 +215,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
 
   # Data.
   train_source, test_source = inputs.open_sources(config)
-  spec = data.view_spec(config.views)
+  spec = data.view_spec(config.views)  # the views, once for the whole run
   steps_per_epoch = data.steps_per_epoch(len(train_source), config.batch_size)
   total_steps = (config.num_steps if config.num_steps > 0
                  else int(config.epochs * steps_per_epoch))
@@ -210,18 +229,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
 
   # Method, optimiser, state; the networks are initialised at the global
   # view size.
-  shapes = batch_spec(config, train_source.image_shape)
+  shapes = batch_spec(config, train_source.image_shape, spec=spec)
   view_shape = shapes.view_shape
   method = methods.build(config)
-  lr_fn = create_learning_rate_fn(config.optim, config.batch_size,
-                                  steps_per_epoch, total_steps)
-  tx = create_optimizer(config.optim, lr_fn, steps_per_epoch)
-  probe_tx = create_probe_optimizer(config)  # None: no online probe
+  lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
+                                             steps_per_epoch, total_steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  # Once per run: the initial state and the train step share it.
+  probe_tx = online_probe.create_optimizer(config)  # None: no online probe
   num_classes = (int(train_source.num_classes or 0)
                  if probe_tx is not None else 0)
   # A pure function of the seed: rebuilt for the random-init baseline because
   # the train step donates (frees) the state it is given.
-  initial_state = lambda: jax.device_put(create_train_state(
+  initial_state = lambda: jax.device_put(train_state.create_train_state(
       method, tx, jax.random.key(config.seed), shapes,
       num_classes=num_classes, probe_tx=probe_tx), replicated)
 
@@ -248,13 +268,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   writer = monitor.MetricWriter(workdir, start_step)
 
   step_fn = sharded_train_step(config, mesh, total_steps=total_steps,
-                               steps_per_epoch=steps_per_epoch)
+                               steps_per_epoch=steps_per_epoch, spec=spec,
+                               probe_tx=probe_tx)
   # Evaluators (config.evals): each runs at its steps and after the last.
   shown = jax.process_index() == 0
-  ctx = eval_context.make_context(
+  ctx = eval_context.RunContext(
       config, mesh, train_source=train_source, test_source=test_source,
       total_steps=total_steps, initial_state=initial_state,
-      view_size=view_shape[0], seed=config.seed, shown=shown,
+      view_size=view_shape[0], seed=config.seed, spec=spec, shown=shown,
       announce=lambda line: print(line, flush=True) if shown else None)
   # Baselines last: every other evaluator reads the trained state's
   # features, extracted once; the random-init baseline replaces them.
@@ -278,8 +299,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   batches = inputs.train_iterator(
       config, train_source, spec, start_step=start_step,
       num_steps=total_steps - start_step, process_index=jax.process_index(),
-      process_count=jax.process_count(), graph=graph,
-      probe_labels=num_classes > 0)
+      process_count=jax.process_count(), graph=graph)
   train_start = time.time()
   seconds["setup"] = train_start - start_time  # data, graph, state, restore
   seconds["checkpoint_save"] = 0.0

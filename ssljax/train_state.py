@@ -13,15 +13,17 @@ from typing import Any
 import flax
 import jax
 import jax.numpy as jnp
-import ml_collections
 import optax
 
-from ssljax import methods
+from ssljax import deprecation, methods, online_probe
 from ssljax.optimizers import create_learning_rate_fn, create_optimizer
 
 __all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_train_state", "create_probe_optimizer",
-           "online_probe_options", "CHECKPOINT_FIELDS"]
+           "create_train_state", "CHECKPOINT_FIELDS"]
+
+__getattr__ = deprecation.moved_names(__name__, {
+    "create_probe_optimizer": "ssljax.online_probe.create_optimizer",
+    "online_probe_options": "ssljax.online_probe.options"})
 
 # The top-level entries of a checkpointed state (its layout): a checkpoint
 # with other entries (e.g. "batch_stats", "teacher", "memory" of ssljax
@@ -67,28 +69,6 @@ class TrainState(flax.struct.PyTreeNode):
     return self.method.representation(self.params, self.method_state, images)
 
 
-def online_probe_options(config: ml_collections.ConfigDict) -> dict | None:
-  """The options of the ``config.evals`` entry of type "online_probe"
-  ({"learning_rate", "weight_decay"}), or None when the run has none: the
-  entry is the online probe's one switch."""
-  evals = config.get("evals") or {}
-  for entry in evals.values():
-    if entry is not None and entry.get("type") == "online_probe":
-      return {"learning_rate": entry.get("learning_rate", 1e-2),
-              "weight_decay": entry.get("weight_decay", 0.0)}
-  return None
-
-
-def create_probe_optimizer(config: ml_collections.ConfigDict):
-  """optax AdamW of the online probe (its evals entry's options), or None
-  when the run has no online probe."""
-  options = online_probe_options(config)
-  if options is None:
-    return None
-  return optax.adamw(options["learning_rate"],
-                     weight_decay=options["weight_decay"])
-
-
 @functools.lru_cache(maxsize=8)
 def _init_program(method, tx, batch_spec, num_classes, probe_tx):
   """The jitted key -> (step, params, opt_state, method_state, probe) of
@@ -102,11 +82,7 @@ def _init_program(method, tx, batch_spec, num_classes, probe_tx):
       x = jnp.zeros((2, *batch_spec.view_shape), jnp.float32)
       dim = jax.eval_shape(method.representation, params, method_state,
                            x).shape[-1]
-      probe_params = {"kernel": jnp.zeros((dim, num_classes), jnp.float32),
-                      "bias": jnp.zeros((num_classes,), jnp.float32)}
-      probe = {"params": probe_params, "opt_state": probe_tx.init(probe_params),
-               "stats": {"mean": jnp.zeros((dim,), jnp.float32),
-                         "var": jnp.ones((dim,), jnp.float32)}}
+      probe = online_probe.initial_state(dim, num_classes, probe_tx)
     return (jnp.zeros((), jnp.int32), params, tx.init(params), method_state,
             probe)
 
@@ -129,8 +105,10 @@ def create_train_state(method, tx, key, batch_spec: methods.BatchSpec, *,
     key: PRNG key (``method.init``).
     batch_spec: the shapes of the views (`ssljax.methods.BatchSpec`).
     num_classes: C > 0 adds the online linear probe on the D-dim
-      representation, trained by ``probe_tx``.
-    probe_tx: optax optimiser of the online probe (needed when C > 0).
+      representation (`ssljax.online_probe.initial_state`), trained by
+      ``probe_tx``.
+    probe_tx: optax optimiser of the online probe (needed when C > 0;
+      `ssljax.online_probe.create_optimizer`).
 
   Returns:
     The `TrainState` at step 0, on JAX's default device.

@@ -550,7 +550,7 @@ import jax, numpy as np, optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 sys.path.insert(0, sys.argv[1])
 from configs import frossl, vicreg
-from ssljax import inputs, methods, train
+from ssljax import inputs, methods, train, train_state
 out = {}
 for method, form in (("frossl", "multi_view"),):
   c = (frossl if method == "frossl" else vicreg).get_config("smoke")
@@ -559,7 +559,7 @@ for method, form in (("frossl", "multi_view"),):
   with c.views.ignore_type():
     c.views.blur_prob = (1.0, 0.1, 0.5, 0.5)
   c.model.encoder_kwargs.channels, c.model.projector = (4, 8), (16, 16)
-  state0 = jax.device_get(train.create_train_state(
+  state0 = jax.device_get(train_state.create_train_state(
       methods.build(c), optax.sgd(0.05), jax.random.key(0),
       train.batch_spec(c, (28, 28, 1))))
   images = np.random.default_rng(0).integers(0, 256, (16, 28, 28, 1),

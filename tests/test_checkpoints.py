@@ -221,13 +221,14 @@ def test_a_checkpoint_of_the_old_state_layout_is_refused_in_one_line(tmp_path):
   memory) does not fit the TrainState of today: refused, naming the layout,
   and nothing on disk moves."""
   import optax  # pylint: disable=import-outside-toplevel
-  from ssljax import methods, train  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from ssljax import methods, train, train_state
   sys.path.insert(0, REPO)
   from configs import vicreg  # pylint: disable=import-outside-toplevel
   config = vicreg.get_config("smoke")
-  state = train.create_train_state(methods.build(config), optax.sgd(0.1),
-                                   jax.random.key(0),
-                                   train.batch_spec(config, (28, 28, 1)))
+  state = train_state.create_train_state(
+      methods.build(config), optax.sgd(0.1), jax.random.key(0),
+      train.batch_spec(config, (28, 28, 1)))
   old = {"step": state.step, "params": state.params,
          "opt_state": state.opt_state,
          "batch_stats": state.method_state["batch_stats"], "teacher": {},

@@ -235,3 +235,50 @@ def test_entry_point_judges_unread_fields_against_the_config_file(tmp_path):
   assert "config.views.pad=8 is not read" in line
   assert "crop_scale" not in line
   assert not workdir.exists()
+
+
+# Runs ssljax.main with config_validation.validate counted and
+# train.train_and_evaluate replaced by a stub that records its keywords.
+_COUNTING_MAIN = """
+import runpy, sys
+from ssljax import config_validation, train
+calls, runs = [], []
+real = config_validation.validate
+def counted(*args, **kwargs):
+  calls.append(1)
+  return real(*args, **kwargs)
+config_validation.validate = counted
+train.train_and_evaluate = lambda config, workdir, **kw: runs.append(kw) or {}
+try:
+  runpy.run_module("ssljax.main", run_name="__main__")
+finally:
+  print("validate", len(calls), "runs", runs)
+"""
+
+
+def test_the_entry_point_validates_once_and_tells_the_run(tmp_path):
+  """main checks the config at its entry and hands the run validated=True,
+  so train_and_evaluate does not check it again."""
+  proc = subprocess.run(
+      [sys.executable, "-c", _COUNTING_MAIN, "--config",
+       os.path.join(REPO, "configs", "vicreg.py") + ":smoke",
+       f"--workdir={tmp_path / 'run'}"],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "validate 1 runs [{'validated': True}]" in proc.stdout
+
+
+def test_train_and_evaluate_validates_unless_told(tmp_path, monkeypatch):
+  """Called from Python, the run checks its config first (before any data
+  is opened); validated=True skips the check."""
+  from ssljax import data, train  # pylint: disable=import-outside-toplevel
+  checked = []
+  monkeypatch.setattr(config_validation, "validate",
+                      lambda config, defaults=None: checked.append(config))
+  config = _config("vicreg", "smoke")
+  config.dataset.name, config.dataset.data_dir = "mnist", str(tmp_path / "no")
+  for validated, expected in ((False, 1), (True, 1)):
+    with pytest.raises(data.DatasetUnavailableError):
+      train.train_and_evaluate(config, str(tmp_path / "run"),
+                               validated=validated)
+    assert len(checked) == expected

@@ -23,7 +23,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import distributed, methods, train
+from ssljax import distributed, methods, train, train_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -76,9 +76,9 @@ def _main_args(data_dir, workdir):
 def _initial_params():
   """The parameters both runs start from (a function of config.seed)."""
   config = vicreg_config.get_config("smoke")
-  state = train.create_train_state(methods.build(config), optax.identity(),
-                                   jax.random.key(config.seed),
-                                   train.batch_spec(config, (28, 28, 1)))
+  state = train_state.create_train_state(
+      methods.build(config), optax.identity(), jax.random.key(config.seed),
+      train.batch_spec(config, (28, 28, 1)))
   return state.params
 
 

@@ -36,7 +36,7 @@ import numpy as np
 import optax
 import pytest
 
-from ssljax import distributed, inputs, methods, train
+from ssljax import distributed, inputs, methods, train, train_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -224,7 +224,8 @@ def _config(method, form, views, graph):
 
 
 def _batches(views, labelled, dtype, steps=2, batch=64):
-  """``steps`` global batches: views (V, B, 28, 28, 1) [+ labels (B,)]."""
+  """``steps`` global batches: views (V, B, 28, 28, 1) [+ the loss graph's
+  labels "graph_labels" (B,)]."""
   rng = np.random.default_rng(0)
   out = []
   for _ in range(steps):
@@ -233,7 +234,8 @@ def _batches(views, labelled, dtype, steps=2, batch=64):
     # label graph fall on every device.
     y = np.where(rng.uniform(size=batch) < 0.25, -1,
                  rng.integers(0, 10, batch)).astype(np.int32)
-    out.append({"ready_views": x} | ({"labels": y} if labelled else {}))
+    out.append({"ready_views": x} | ({"graph_labels": y} if labelled
+                                     else {}))
   return out
 
 
@@ -248,7 +250,7 @@ def _initial_state(config, dtype):
   # graph) from diverging in two steps.
   tx = optax.chain(_record_grads(), optax.clip_by_global_norm(1.0),
                    optax.sgd(0.05))
-  state = jax.device_get(train.create_train_state(
+  state = jax.device_get(train_state.create_train_state(
       method, tx, jax.random.key(0), train.batch_spec(config, (28, 28, 1))))
   cast = lambda tree: jax.tree.map(
       lambda a: np.asarray(a, dtype) if np.issubdtype(

@@ -21,7 +21,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import methods, train
+from ssljax import methods, online_probe, train, train_state
 
 from ssljax.methods import ema
 
@@ -53,15 +53,15 @@ def _views(config, batch=16, seed=0):
                  * 255)
   labels = rng.integers(0, 10, batch).astype(np.int32)
   return {"views": tuple(v.astype(np.uint8) for v in views),
-          "probe_labels": labels}
+          "labels": labels}
 
 
 def _state(config, num_classes=10):
-  return train.create_train_state(
+  return train_state.create_train_state(
       methods.build(config), optax.sgd(0.05), jax.random.key(0),
       methods.BatchSpec((28, 28, 1), config.views.num_global,
                         config.views.num_local),
-      num_classes=num_classes, probe_tx=train.create_probe_optimizer(config))
+      num_classes=num_classes, probe_tx=online_probe.create_optimizer(config))
 
 
 def test_each_method_state_holds_what_the_method_needs():
@@ -129,7 +129,7 @@ def test_online_probe_sends_no_gradient_into_the_encoder():
   batch = _views(config)
   with_probe, _ = step(_state(config), jax.device_put(batch))
   without, _ = step(_state(config, num_classes=0), jax.device_put(batch))
-  other = dict(batch, probe_labels=(batch["probe_labels"] + 3) % 10)
+  other = dict(batch, labels=(batch["labels"] + 3) % 10)
   relabelled, _ = step(_state(config), jax.device_put(other))
   for a, b, c in zip(jax.tree.leaves(with_probe.params),
                      jax.tree.leaves(without.params),
@@ -235,9 +235,9 @@ def test_the_online_probe_has_one_switch_its_evals_entry():
   """With an ``evals`` entry of type online_probe the step trains a probe
   (and the evaluator scores it); without one there is no probe at all."""
   config = _config("simsiam")
-  assert train.create_probe_optimizer(config) is not None
+  assert online_probe.create_optimizer(config) is not None
   del config.evals["online_probe"]
-  assert train.create_probe_optimizer(config) is None
+  assert online_probe.create_optimizer(config) is None
   mesh = train.make_mesh(jax.devices()[:1])
   step = train.sharded_train_step(config, mesh, total_steps=4)
   state, metrics = step(_state(config, num_classes=0),

@@ -12,7 +12,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from ssljax import data, methods, report, train
+from ssljax import data, inputs, methods, report, train, train_state
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 from configs import vicreg as vicreg_config  # noqa: E402
@@ -137,8 +137,9 @@ def test_create_train_state_equals_the_eager_initialisation(fmnist_data_dir):
   method, tx = methods.build(config), optax.adamw(1e-3)
   shapes = train.batch_spec(config, (28, 28, 1))
   key = jax.random.key(7)
-  state = train.create_train_state(method, tx, key, shapes, num_classes=10,
-                                   probe_tx=optax.sgd(0.1))
+  state = train_state.create_train_state(method, tx, key, shapes,
+                                         num_classes=10,
+                                         probe_tx=optax.sgd(0.1))
   params, method_state = method.init(key, shapes)
   expected = {"params": params, "method_state": method_state,
               "opt_state": tx.init(params)}
@@ -155,16 +156,16 @@ def test_create_train_state_equals_the_eager_initialisation(fmnist_data_dir):
   assert state.probe["params"]["kernel"].shape == (dim, 10)
   assert not np.any(np.asarray(state.probe["params"]["kernel"]))
   with pytest.raises(ValueError, match="probe_tx"):
-    train.create_train_state(method, tx, key, shapes, num_classes=10)
+    train_state.create_train_state(method, tx, key, shapes, num_classes=10)
   # A second state of the same method and optimisers reuses the program:
   # method.init is not traced again (another key, other values).
   traces, init = [], method.init
   method.init = lambda *a: traces.append(1) or init(*a)
   probe_tx = optax.sgd(0.1)
-  first = train.create_train_state(method, tx, key, shapes, num_classes=10,
-                                   probe_tx=probe_tx)
-  second = train.create_train_state(method, tx, jax.random.key(8), shapes,
-                                    num_classes=10, probe_tx=probe_tx)
+  first = train_state.create_train_state(method, tx, key, shapes,
+                                         num_classes=10, probe_tx=probe_tx)
+  second = train_state.create_train_state(method, tx, jax.random.key(8), shapes,
+                                          num_classes=10, probe_tx=probe_tx)
   assert len(traces) == 1
   assert not all(np.array_equal(a, b) for a, b in zip(
       jax.tree.leaves(first.params), jax.tree.leaves(second.params)))
@@ -174,12 +175,13 @@ def test_checkpoint_restores_the_saved_state_exactly(fmnist_data_dir, tmp_path):
   config = _smoke_config(fmnist_data_dir)
   method, tx = methods.build(config), optax.adamw(1e-3)
   shapes = train.batch_spec(config, (28, 28, 1))
-  state = train.create_train_state(method, tx, jax.random.key(3), shapes)
+  state = train_state.create_train_state(method, tx, jax.random.key(3), shapes)
   state = state.replace(step=5)
   with ocp.CheckpointManager(str(tmp_path / "ckpt")) as mngr:
     mngr.save(5, args=ocp.args.StandardSave(state))
     mngr.wait_until_finished()
-    blank = train.create_train_state(method, tx, jax.random.key(4), shapes)
+    blank = train_state.create_train_state(method, tx, jax.random.key(4),
+                                           shapes)
     restored = mngr.restore(mngr.latest_step(), args=ocp.args.StandardRestore(blank))
   assert int(restored.step) == 5
   for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
@@ -268,13 +270,41 @@ def test_known_labels_hides_a_seeded_fraction():
   config = vicreg_config.get_config("smoke")
   labels = np.arange(1000) % 10
   config.graph.label_fraction = 0.3
-  known = train.known_labels(labels, config)
+  known = inputs.known_labels(labels, config)
   assert np.sum(known >= 0) == 300
   np.testing.assert_array_equal(known[known >= 0], labels[known >= 0])
-  np.testing.assert_array_equal(known, train.known_labels(labels, config))
+  np.testing.assert_array_equal(known, inputs.known_labels(labels, config))
   config.graph.label_fraction = 1.5
   with pytest.raises(ValueError, match="label_fraction"):
-    train.known_labels(labels, config)
+    inputs.known_labels(labels, config)
+
+
+@pytest.mark.parametrize("kind", ["views", "supervised"])
+def test_train_batches_carry_true_labels_and_the_graphs_own(kind):
+  """Every host batch has the rows' true "labels" (the online probe's);
+  "graph_labels", what the loss graph may see of them, only with a graph
+  built from labels; probe_labels= is deprecated and changes nothing."""
+  config = vicreg_config.get_config("smoke")
+  config.graph.kind, config.graph.label_fraction = kind, 0.5
+  config.batch_size, config.dataset.threads = 16, 1
+  truth = (np.arange(64) % 10).astype(np.int32)
+  source = data.ArraySource(np.zeros((64, 28, 28, 1), np.uint8), truth)
+  run = lambda **kw: list(inputs.train_iterator(
+      config, source, data.view_spec(config.views), start_step=0,
+      num_steps=2, process_index=0, process_count=1, **kw))
+  batches = run()
+  known = inputs.known_labels(truth, config)
+  for batch in batches:
+    np.testing.assert_array_equal(batch["labels"], truth[batch["indices"]])
+    assert ("graph_labels" in batch) == (kind == "supervised")
+    if kind == "supervised":
+      np.testing.assert_array_equal(batch["graph_labels"],
+                                    known[batch["indices"]])
+  with pytest.warns(DeprecationWarning, match="probe_labels"):
+    again = run(probe_labels=True)
+  for a, b in zip(batches, again):
+    assert sorted(a) == sorted(b)
+    np.testing.assert_array_equal(a["labels"], b["labels"])
 
 
 def test_config_variants_and_unknown_variant():

@@ -25,7 +25,8 @@ import inspect
 import pkgutil
 import re
 
-from ssljax.evaluators.base import EvalContext, Evaluator
+# check_option: re-exported for evaluators written outside this package.
+from ssljax.evaluators.base import EvalContext, Evaluator, check_option
 
 __all__ = ["EvalContext", "Evaluator", "available_types", "validate",
            "build", "load_type", "check_option"]
@@ -35,13 +36,6 @@ _TYPE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 # Entry keys become metric prefixes "<name>/<metric>".
 _ENTRY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _NOT_TYPES = ("base", "baseline_cache", "context")
-
-
-def check_option(name: str, option: str, value, ok: bool, what: str):
-  """Raises ``ValueError("evals.<name>.<option>=<value>: must be <what>")``
-  unless ``ok``: the one-line message evaluators give for a bad option."""
-  if not ok:
-    raise ValueError(f"evals.{name}.{option}={value!r}: must be {what}")
 
 
 def available_types() -> list[str]:

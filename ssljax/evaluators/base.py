@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EvalContext", "Evaluator"]
+__all__ = ["EvalContext", "Evaluator", "check_option"]
 
 
 @dataclasses.dataclass
@@ -65,6 +65,24 @@ class EvalContext:
   shown: bool = True
   labelled_images: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None
   view_labels: Callable[..., np.ndarray] | None = None
+
+
+def check_option(name: str, option: str, value, ok: bool, what: str) -> None:
+  """The one-line error an evaluator gives for a bad option.
+
+  Args:
+    name: the entry's key in ``config.evals``.
+    option: the option's keyword (e.g. "learning_rate").
+    value: the value given (any type; shown with ``repr``).
+    ok: whether the value is allowed.
+    what: what is allowed, after "must be" (e.g. "a number > 0").
+
+  Raises:
+    ValueError: ``"evals.<name>.<option>=<value!r>: must be <what>"`` unless
+      ``ok``.
+  """
+  if not ok:
+    raise ValueError(f"evals.{name}.{option}={value!r}: must be {what}")
 
 
 class Evaluator:

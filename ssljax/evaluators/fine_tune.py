@@ -31,7 +31,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import numpy as np
 import optax
 
-from ssljax.evaluators import base, check_option
+from ssljax.evaluators import base
+from ssljax.evaluators.base import check_option
 
 __all__ = ["Evaluator", "balanced_rows"]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numbers
 
 from ssljax import probes
-from ssljax.evaluators import base, check_option
+from ssljax.evaluators import base
+from ssljax.evaluators.base import check_option
 
 __all__ = ["Evaluator"]
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numbers
 
 from ssljax import cross_validation, probes
-from ssljax.evaluators import base, baseline_cache, check_option
+from ssljax.evaluators import base, baseline_cache
+from ssljax.evaluators.base import check_option
 
 __all__ = ["Evaluator"]
 

@@ -2,7 +2,8 @@
 
 The train step fits a linear classifier ``state.probe["params"]`` =
 {"kernel": (D, C), "bias": (C,)} on stop-gradient representations of the
-*augmented* training views, standardised like a BatchNorm without affine
+*augmented* training views (`ssljax.online_probe`: its options, optimiser,
+initial state and update), standardised like a BatchNorm without affine
 parameters (batch statistics in training, running ``state.probe["stats"]``
 {"mean", "var"} here), one optimiser step per train step, so it costs no
 extra pass over the data. This evaluator applies it, unchanged, to the
@@ -17,59 +18,17 @@ Metrics: ``<name>/test_accuracy``, ``<name>/train_accuracy``.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
-from ssljax.evaluators import base, check_option
+from ssljax import deprecation, online_probe
+from ssljax.evaluators import base
+from ssljax.evaluators.base import check_option
 
-__all__ = ["Evaluator", "accuracy", "online_probe_update"]
+__all__ = ["Evaluator", "accuracy"]
 
-# Added to the variance before the square root, in the train step's
-# standardisation (`online_probe_update`) and in this evaluator's.
-STATS_EPS = 1e-5
-
-
-def online_probe_update(probe: dict, h_BxD, labels, probe_tx):
-  """One step of the online linear probe on stop-gradient features h.
-
-  h is standardised by the batch's statistics (a BatchNorm without affine
-  parameters, whose running statistics, momentum 0.9, the evaluator
-  `ssljax.evaluators.online_probe` uses); rows with label −1 are left out.
-
-  Args:
-    probe: {"params": {"kernel" (D, C), "bias" (C,)}, "opt_state",
-      "stats": {"mean" (D,), "var" (D,)}} (`ssljax.train.TrainState.probe`).
-    h_BxD: (B, D) representations (any float dtype; no gradient flows back).
-    labels: int32 (B,) class labels, −1 unknown.
-    probe_tx: the probe's optax optimiser.
-
-  Returns:
-    (new probe, {"online_probe_loss", "online_probe_train_accuracy"}:
-    float32 0-d cross-entropy and accuracy over the known rows).
-  """
-  h_BxD = jax.lax.stop_gradient(h_BxD).astype(jnp.float32)
-  mean, var = jnp.mean(h_BxD, 0), jnp.var(h_BxD, 0)
-  h_BxD = (h_BxD - mean) * jax.lax.rsqrt(var + STATS_EPS)
-  stats = jax.tree.map(lambda old, new: 0.9 * old + 0.1 * new,
-                       probe["stats"], {"mean": mean, "var": var})
-  known = labels >= 0
-
-  def loss_fn(params):
-    logits = h_BxD @ params["kernel"] + params["bias"]
-    ce = optax.softmax_cross_entropy_with_integer_labels(
-        logits, jnp.maximum(labels, 0))
-    count = jnp.maximum(jnp.sum(known), 1)
-    hits = (jnp.argmax(logits, -1) == labels) & known
-    return jnp.sum(ce * known) / count, jnp.sum(hits) / count
-
-  params = probe["params"]
-  (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-  updates, opt_state = probe_tx.update(grads, probe["opt_state"], params)
-  return ({"params": optax.apply_updates(params, updates),
-           "opt_state": opt_state, "stats": stats},
-          {"online_probe_loss": loss, "online_probe_train_accuracy": accuracy})
-
+__getattr__ = deprecation.moved_names(
+    __name__, {"online_probe_update": "ssljax.online_probe.update",
+               "STATS_EPS": "ssljax.online_probe.STATS_EPS"})
 
 
 def accuracy(params: dict, features: np.ndarray, labels: np.ndarray,
@@ -95,7 +54,7 @@ def accuracy(params: dict, features: np.ndarray, labels: np.ndarray,
   if stats:
     mean = np.asarray(jax.device_get(stats["mean"]), np.float32)
     var = np.asarray(jax.device_get(stats["var"]), np.float32)
-    x = (x - mean) / np.sqrt(var + STATS_EPS)
+    x = (x - mean) / np.sqrt(var + online_probe.STATS_EPS)
   logits = x @ kernel + bias
   return float(np.mean(np.argmax(logits, -1) == np.asarray(labels)))
 
@@ -105,8 +64,8 @@ class Evaluator(base.Evaluator):
 
   This entry is also the online probe's one switch: a run whose
   ``config.evals`` has an entry of this type trains the probe in its train
-  step (`online_probe_update`) with AdamW of the options
-  below; a run without one trains none.
+  step (`ssljax.online_probe.update`) with AdamW of the options below
+  (`ssljax.online_probe.options`); a run without one trains none.
 
   Options:
     learning_rate: the probe's AdamW learning rate (> 0; 1e-2).
@@ -115,8 +74,9 @@ class Evaluator(base.Evaluator):
 
   uses_labels = True
 
-  def __init__(self, name, ctx, *, every_steps=None, learning_rate=1e-2,
-               weight_decay=0.0):
+  def __init__(self, name, ctx, *, every_steps=None,
+               learning_rate=online_probe.DEFAULTS["learning_rate"],
+               weight_decay=online_probe.DEFAULTS["weight_decay"]):
     super().__init__(name, ctx, every_steps=every_steps)
     ok = lambda v, lo: (isinstance(v, (int, float)) and not isinstance(v, bool)
                         and v >= lo)

@@ -69,7 +69,8 @@ class Evaluator(base.Evaluator):
     if k > v * b:
       if self.ctx.shown:
         print(f"evals.{self.name}: skipped (the embedding has K = {k} > "
-              f"V·B = {v * b} columns; raise eval.view_samples)", flush=True)
+              f"V·B = {v * b} columns; raise eval_inputs.view_samples)",
+              flush=True)
       return
     labels = (None if self.graph == "views"
               else np.asarray(self.ctx.view_labels(state)))
