@@ -1,12 +1,13 @@
 """Baseline: the linear probe of raw pixels (no encoder at all).
 
 ``ctx.raw_pixels("train"/"test")``: uint8 pixels, flattened (standardised
-by the probe, so their scale does not matter), probed with the options of `ssljax.evaluators.linear_probe` (its subclass).
-Skipped with one printed line when a split streams (``raw_pixels`` returns
-None) or no split is labelled. Metrics as the linear probe's:
-``<name>/test_accuracy``, ``<name>/val_accuracy``, ``<name>/l2``. The
-pixels do not depend on the state, so ``every_steps=None`` (after the last
-step only) is the sensible choice.
+by the probe, so their scale does not matter), probed with the options of
+`ssljax.evaluators.linear_probe` (its subclass). Skipped with one printed
+line when a split streams (``raw_pixels`` returns None) or no split is
+labelled. Metrics as the linear probe's: ``<name>/test_accuracy``,
+``<name>/val_accuracy``, ``<name>/l2``. The pixels do not depend on the
+state, so ``every_steps=None`` (after the last step only) is the sensible
+choice.
 """
 
 from __future__ import annotations
