@@ -46,11 +46,20 @@ def _check_features(name, x, y, keep_integers=False):
 
 
 def column_moments(x, chunk: int = 8192):
-  """float64 mean and standard deviation (ddof 0) of each column of the
-  (N, D) array ``x`` (any real dtype: features, uint8 pixels; N >= 1), read
-  ``chunk`` rows at a time, so x is never copied whole to float64. Returns
-  (mean, std), float64 (D,) arrays: those of ``x.astype(np.float64)`` up to
-  summation order. Raises ValueError if x is not 2-D or has no rows."""
+  """Mean and standard deviation of each column, in float64, without a
+  float64 copy of ``x``.
+
+  Args:
+    x: (N, D) array of any real dtype (float features, uint8 pixels), N >= 1.
+    chunk: rows converted to float64 at a time (>= 1).
+
+  Returns:
+    (mean, std): two float64 (D,) arrays; std is the population one (ddof
+    0), the same as ``x.astype(np.float64).std(0)`` up to summation order.
+
+  Raises:
+    ValueError: x is not 2-D or has no rows.
+  """
   if np.ndim(x) != 2 or len(x) == 0:
     raise ValueError(f"x must be (N, D) with N >= 1, got shape {np.shape(x)}")
   mean, squares = x.mean(0, dtype=np.float64), np.zeros(x.shape[1])
