@@ -16,14 +16,15 @@ import jax.numpy as jnp
 import optax
 
 from ssljax import deprecation, methods, online_probe
-from ssljax.optimizers import create_learning_rate_fn, create_optimizer
 
-__all__ = ["TrainState", "create_learning_rate_fn", "create_optimizer",
-           "create_train_state", "CHECKPOINT_FIELDS"]
+__all__ = ["TrainState", "create_train_state", "CHECKPOINT_FIELDS"]
 
 __getattr__ = deprecation.moved_names(__name__, {
     "create_probe_optimizer": "ssljax.online_probe.create_optimizer",
-    "online_probe_options": "ssljax.online_probe.options"})
+    "online_probe_options": "ssljax.online_probe.options",
+    # Re-exported from their home until then.
+    "create_learning_rate_fn": "ssljax.optimizers.create_learning_rate_fn",
+    "create_optimizer": "ssljax.optimizers.create_optimizer"})
 
 # The top-level entries of a checkpointed state (its layout): a checkpoint
 # with other entries (e.g. "batch_stats", "teacher", "memory" of ssljax

@@ -39,6 +39,9 @@ def test_a_moved_module_warns_and_serves_the_new_one(old, new):
     ("ssljax.train_state", "create_probe_optimizer",
      online_probe.create_optimizer),
     ("ssljax.train_state", "online_probe_options", online_probe.options),
+    ("ssljax.train_state", "create_optimizer", optimizers.create_optimizer),
+    ("ssljax.train_state", "create_learning_rate_fn",
+     optimizers.create_learning_rate_fn),
     ("ssljax.train", "create_probe_optimizer", online_probe.create_optimizer),
     ("ssljax.evaluators.context", "make_context", context.RunContext),
     # ssljax.train's re-exports, each now read from its home module.
