@@ -15,7 +15,7 @@ Writes ``--out`` (NumPy .npz) with
 * "features": float32 (N, D), the representation the evaluators probe
   (`ssljax.pretrained.Pretrained.embed`);
 * "names": str (N,), the image files' paths relative to the folder, or for
-  a named dataset the row indices (int64 (N,));
+  a named dataset the row indices within the (sliced) split (int64 (N,));
 * "labels": int32 (N,), only when the data has labels.
 
 Batches are streamed through the encoder with a progress bar; only the
@@ -47,11 +47,13 @@ def open_data(spec: str, split: str, *, channels: int = 3,
 
   Returns:
     (source, names): names are str (N,) file paths relative to the folder,
-    or int64 (N,) row indices of a named dataset.
+    or int64 (N,) row indices within the (sliced) split of a named dataset.
 
   Raises:
     ssljax.data.DatasetUnavailableError: no such folder or dataset, or no
       image in it.
+    ssljax.extras.MissingExtraError: a tfds dataset without
+      tensorflow-datasets installed.
   """
   from ssljax import data  # pylint: disable=import-outside-toplevel
   if os.path.isdir(spec):
@@ -99,7 +101,7 @@ def main(argv=None) -> int:
     take.
   """
   args = _parser().parse_args(argv)
-  from ssljax import data, pretrained  # pylint: disable=import-outside-toplevel
+  from ssljax import data, extras, pretrained  # pylint: disable=import-outside-toplevel
   try:
     model = pretrained.load(args.workdir, step=args.step)
     source, names = open_data(args.data, args.split,
@@ -109,7 +111,7 @@ def main(argv=None) -> int:
         source, batch_size=args.batch_size,
         desc=f"embedding {args.data} (step {model.step})")
   except (pretrained.PretrainedLoadError, data.DatasetUnavailableError,
-          ValueError) as e:
+          extras.MissingExtraError, ValueError) as e:
     print(f"error: {e}".replace("\n", " "), file=sys.stderr, flush=True)
     return USAGE_ERROR
   arrays = {"features": features, "names": names}

@@ -322,6 +322,9 @@ def load(workdir: str, *, step: int | None = None) -> Pretrained:
         step=candidate, view_size=int(config.views.size or
                                       (shape[0] if shape else 0)),
         channels=channels)
+  if step is not None:
+    raise PretrainedLoadError(f"checkpoint step {step} of run {workdir!r} "
+                              f"cannot be read ({failures[0][1]})")
   listing = "; ".join(f"step {s}: {why}" for s, why in failures)
   raise PretrainedLoadError(
       f"no checkpoint of run {workdir!r} can be read ({listing})")

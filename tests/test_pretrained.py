@@ -152,7 +152,7 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(run, tmp_path):
   assert _snapshot(workdir) == before  # nothing moved aside or written
   # Asked for by its step, the damaged one is refused.
   with pytest.raises(pretrained.PretrainedLoadError,
-                     match=r"can be read \(step 6: "):
+                     match=r"^checkpoint step 6 of run .* cannot be read \("):
     pretrained.load(workdir, step=6)
   # Every step damaged: one line listing each.
   _damage(os.path.join(workdir, "checkpoints", "3"))
