@@ -265,7 +265,10 @@ def load(workdir: str, *, step: int | None = None) -> Pretrained:
   their checksum manifest (`ssljax.checkpoints.verify`) first. Without
   ``step``, a damaged newer step is skipped with a warning
   (``RuntimeWarning``) naming it, its reason and the step loaded instead;
-  nothing in the run is written or moved.
+  nothing in the run is written or moved. A run whose ``views.size`` is 0
+  (the train images' own size) takes the view size from its train split;
+  when that cannot be opened here it warns (``RuntimeWarning``) and
+  `Pretrained.embed` uses images at their own size.
 
   Args:
     workdir: the ``--workdir`` of ``python -m ssljax.main``.
@@ -313,6 +316,12 @@ def load(workdir: str, *, step: int | None = None) -> Pretrained:
                     f"loading step {candidate} instead", RuntimeWarning,
                     stacklevel=2)
     shape = _train_image_shape(config)
+    if not config.views.size and shape is None:
+      warnings.warn(
+          f"the train images of {workdir} ({config.dataset.name} "
+          f"{config.dataset.train_split}) cannot be opened here, so the "
+          "view size is unknown: images are embedded at their own size",
+          RuntimeWarning, stacklevel=2)
     channels = (shape[-1] if shape else
                 config.dataset.channels
                 if config.dataset.name == "image_folder" else None)

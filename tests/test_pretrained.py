@@ -8,6 +8,7 @@ made once for the module; every test reads it or a copy of it.
 import os
 import shutil
 import subprocess
+import json
 import sys
 import warnings
 
@@ -212,3 +213,22 @@ def test_checkpoint_steps_ignore_what_is_not_a_step(tmp_path):
   for name in ("3", "6.corrupt", "9.orbax-checkpoint-tmp-1", "12"):
     os.makedirs(tmp_path / "checkpoints" / name)
   assert pretrained.checkpoint_steps(str(tmp_path)) == [3, 12]
+
+
+def test_a_run_whose_train_data_is_not_here_warns_of_the_view_size(
+    run, tmp_path):
+  workdir = str(tmp_path / "run")
+  shutil.copytree(run[0], workdir)
+  path = os.path.join(workdir, "config.json")
+  config = json.load(open(path))
+  config["dataset"]["name"] = "no_such_dataset"  # not on this machine
+  with open(path, "w") as f:
+    json.dump(config, f)
+  with pytest.warns(RuntimeWarning, match="the view size is unknown"):
+    model = pretrained.load(workdir)
+  assert model.view_size == 0 and model.channels is None
+  assert model.step == 6
+  images = data.open_split("fashion_mnist_local", "test[:8]").images
+  np.testing.assert_allclose(model.embed(images),
+                             pretrained.load(run[0]).embed(images),
+                             rtol=0, atol=1e-6)
