@@ -153,24 +153,10 @@ class Pretrained:
     if self.channels and shape and shape[-1] != self.channels:
       raise ValueError(f"images have {shape[-1]} channels; the encoder of "
                        f"{self.workdir} was trained on {self.channels}")
-    mesh = _mesh()
-    if batch_size < mesh.size:
-      raise ValueError(f"batch_size must be >= the {mesh.size} devices, got "
-                       f"{batch_size}")
-    batch_size -= batch_size % mesh.size
-    labels = []
-
-    def chunks():
-      for images, chunk_labels in data.eval_batches(
-          source, batch_size=batch_size, size=self.view_size,
-          crop_fraction=self.config.eval_inputs.crop_fraction):
-        labels.append(chunk_labels)
-        yield images
-
-    features = probes.extract_features(
-        self.train_state, chunks(), batch_size, mesh, desc=desc,
-        total=-(-len(source) // batch_size))
-    return features, np.concatenate(labels).astype(np.int32)
+    return probes.source_features(
+        self.train_state, source, batch_size=batch_size, size=self.view_size,
+        crop_fraction=self.config.eval_inputs.crop_fraction, mesh=_mesh(),
+        desc=desc)
 
 
 def _mesh() -> jax.sharding.Mesh:

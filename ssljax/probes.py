@@ -17,7 +17,8 @@ import tqdm
 from ssljax import data
 
 __all__ = ["linear_probe", "fit_logistic_regression", "lbfgs_minimize",
-           "knn_accuracy", "extract_features", "probe_splits",
+           "knn_accuracy", "extract_features", "source_features",
+           "probe_splits",
            "column_moments", "DEFAULT_L2_GRID"]
 
 # L2 strengths on ½‖W‖² added to the mean cross-entropy. 1e-6 is close to no
@@ -441,6 +442,47 @@ def extract_features(state, images, batch_size, mesh,
 
 def _fetch(h, n):
   return np.asarray(jax.device_get(h), np.float32)[:n]
+
+
+def source_features(state, source, *, batch_size: int, size: int,
+                    crop_fraction: float, mesh, desc: str | None = None):
+  """Features and labels of every image of a source, as the evaluators
+  compute them: `ssljax.data.eval_batches` (the evaluation centre crop at
+  the run's view size), then `extract_features`. Only one batch of images
+  is in memory at a time.
+
+  Args:
+    state: as in `extract_features`.
+    source: a source of `ssljax.data.sources`, N >= 1 images.
+    batch_size: images per forward pass (rounded down to a multiple of the
+      mesh size, >= the mesh size).
+    size, crop_fraction: the view size S (pixels) and the centre crop's
+      fraction of the image side (`ssljax.data.eval_batches`).
+    mesh, desc: as in `extract_features`.
+
+  Returns:
+    (float32 (N, D) features, int32 (N,) labels, −1 where unknown), in the
+    source's index order.
+
+  Raises:
+    ValueError: batch_size smaller than the mesh.
+  """
+  if batch_size < mesh.size:
+    raise ValueError(f"batch_size must be >= the {mesh.size} devices, got "
+                     f"{batch_size}")
+  batch_size -= batch_size % mesh.size
+  labels = []
+
+  def chunks():
+    for images, chunk_labels in data.eval_batches(
+        source, batch_size=batch_size, size=size,
+        crop_fraction=crop_fraction):
+      labels.append(chunk_labels)
+      yield images
+
+  features = extract_features(state, chunks(), batch_size, mesh, desc=desc,
+                              total=-(-len(source) // batch_size))
+  return features, np.concatenate(labels).astype(np.int32)
 
 
 @functools.lru_cache(maxsize=8)

@@ -120,22 +120,12 @@ class RunContext(EvalContext):
   def _extract_features(self, state, split):
     """(F, y) of ``split``: one pass of the encoder over its centre crops."""
     source, rows = self._split(split)
-    batch_size = self.config.eval_inputs.batch_size
-    labels = []
-
-    def chunks():
-      for images, chunk_labels in data.eval_batches(
-          source, batch_size=batch_size, size=self._view_size,
-          crop_fraction=self.config.eval_inputs.crop_fraction):
-        labels.append(chunk_labels)
-        yield images
-
-    f = probes.extract_features(
-        state, chunks(), batch_size, self.mesh,
+    f, y = probes.source_features(
+        state, source, batch_size=self.config.eval_inputs.batch_size,
+        size=self._view_size,
+        crop_fraction=self.config.eval_inputs.crop_fraction, mesh=self.mesh,
         desc=(f"features ({split}, step {int(state.step)})" if self.shown
-              else None),
-        total=-(-len(source) // batch_size))
-    y = np.concatenate(labels).astype(np.int32)
+              else None))
     return (f, y) if rows is None else (f[rows], y[rows])
 
   def _labels_of_views(self, state):
