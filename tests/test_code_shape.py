@@ -141,15 +141,7 @@ def package_imports(folder: pathlib.Path, package: str) -> dict[str, set[str]]:
 
 def import_cycles(graph: dict[str, set[str]]) -> list[str]:
   """Pairs "a <-> b" of modules that reach each other by imports."""
-  reach = {}
-  for start in graph:
-    seen, todo = set(), [start]
-    while todo:
-      for nxt in graph.get(todo.pop(), ()):
-        if nxt not in seen:
-          seen.add(nxt)
-          todo.append(nxt)
-    reach[start] = seen
+  reach = {start: reachable(graph, start) for start in graph}
   return [f"{a} <-> {b}" for a in sorted(graph) for b in sorted(reach[a])
           if a < b and a in reach.get(b, ())]
 
@@ -239,6 +231,7 @@ def longest_chain(graph: dict[str, set[str]]) -> list[str]:
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+  """The nodes reached from ``start`` by one or more edges."""
   seen, todo = set(), [start]
   while todo:
     for nxt in graph.get(todo.pop(), ()):
