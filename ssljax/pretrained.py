@@ -18,6 +18,11 @@ Example::
     from ssljax import pretrained
     model = pretrained.load("runs/vicreg")
     features = model.embed(images)  # uint8 (N, H, W, C) -> float32 (N, D)
+    # or the flax pair, on float32 images in [0, 1] at model.view_size:
+    h = model.encoder.apply(model.variables, x, train=False)
+
+`ssljax.export` writes the encoder to a file (safetensors, or a PyTorch
+state_dict).
 """
 
 from __future__ import annotations
@@ -88,6 +93,20 @@ class Pretrained:
         step=np.int32(self.step), params=self.params, opt_state=None,
         method_state=self.method_state, probe={}, method=self.method,
         tx=None)
+
+  @property
+  def encoder(self):
+    """The encoder alone, a flax module of `ssljax.models.ENCODERS` (for
+    I-JEPA the target encoder, the one the evaluators probe):
+    ``encoder.apply(variables, images, train=False)`` equals
+    `representation` (`ssljax.methods.Method.encoder_variables`)."""
+    return self.method.encoder_variables(self.params, self.method_state)[0]
+
+  @property
+  def variables(self) -> dict:
+    """The encoder's flax variables: {"params": ...} and, for an encoder
+    with BatchNorm, "batch_stats" (float32 pytrees, placed as ``params``)."""
+    return self.method.encoder_variables(self.params, self.method_state)[1]
 
   def representation(self, images_BxSxSxC) -> jax.Array:
     """h (B, D) float32 of float32 images (B, S, S, C) in [0, 1] at

@@ -202,6 +202,21 @@ class Method:
     """
     raise NotImplementedError
 
+  def encoder_variables(self, params, state) -> tuple:
+    """(encoder, variables): the flax module that computes
+    ``representation`` on its own, and its variables.
+
+    ``encoder.apply(variables, images, train=False)`` equals
+    ``representation(params, state, images)``; this is what
+    `ssljax.pretrained` hands to users and `ssljax.export` writes.
+
+    Returns:
+      (a flax module of `ssljax.models.ENCODERS`, {"params": ...[,
+      "batch_stats": ...]}: float32 pytrees, BatchNorm statistics only
+      where the encoder has BatchNorm).
+    """
+    raise NotImplementedError
+
   def train_representation(self, params, state, images: jax.Array) -> tuple:
     """(h (B, D), new state): the representation in train mode (BatchNorm
     on batch statistics, its running statistics updated); what fine-tuning

@@ -170,6 +170,11 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     return self.network.apply({"params": state["teacher"]["params"]}, images,
                               method=models.IJEPANetwork.represent)
 
+  def encoder_variables(self, params, state):
+    """The target encoder (what ``representation`` probes)."""
+    del params
+    return self.encoder, {"params": state["teacher"]["params"]["encoder"]}
+
   def embedding(self, params, state, images):
     h = self.representation(params, state, images)
     return h, h

@@ -112,6 +112,11 @@ class SingleNetworkMethod(base.Method):
         {"params": params, "batch_stats": state["batch_stats"]}, images,
         train=False, method=self.network.represent)
 
+  def encoder_variables(self, params, state):
+    """The network's encoder (``self.network.encoder``) and its part of
+    the parameters and BatchNorm statistics (the "encoder" subtrees)."""
+    return self.network.encoder, _encoder_part(params, state)
+
   def train_representation(self, params, state, images):
     h, updates = self.network.apply(
         {"params": params, "batch_stats": state["batch_stats"]}, images,
@@ -124,3 +129,14 @@ class SingleNetworkMethod(base.Method):
         {"params": params, "batch_stats": state["batch_stats"]}, images,
         train=False)
     return out["h"], out["z"]
+
+
+def _encoder_part(params, state) -> dict:
+  """{"params"[, "batch_stats"]} of the "encoder" subtrees of a network's
+  parameters and BatchNorm statistics (no "batch_stats" when the encoder
+  has none)."""
+  variables = {"params": params["encoder"]}
+  stats = state.get("batch_stats", {}).get("encoder", {})
+  if jax.tree.leaves(stats):
+    variables["batch_stats"] = stats
+  return variables

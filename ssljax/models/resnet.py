@@ -37,9 +37,12 @@ _PAD1 = ((1, 1), (1, 1))  # torchvision's padding=1 for a 3x3 conv
 class _BasicBlock(nn.Module):
   """ResNet basic block (two 3x3 convs) with a projection shortcut when needed.
 
-  x: (B, H, W, C_in) -> (B, H / stride, W / stride, width). Convs pad "SAME"
-  (the original ResNet18 of this library; its parameter tree and outputs are
-  unchanged by the move into this module).
+  x: (B, H, W, C_in) -> (B, ceil(H / stride), ceil(W / stride), width).
+  The 3x3 convs pad 1 on each side, as torchvision's BasicBlock does. (Until
+  0.2.0 they padded "SAME", which for a stride-2 conv on an even-sized map
+  pads 0 before and 1 after: the same parameters, but features that differ
+  from torchvision's on the same weights; a trained encoder could not be
+  exported to torchvision. Stride-1 convs are unchanged.)
   """
   width: int
   stride: int = 1
@@ -51,9 +54,11 @@ class _BasicBlock(nn.Module):
     bn = lambda **kw: nn.BatchNorm(use_running_average=not train,
                                    dtype=self.dtype, **kw)
     last_scale = nn.initializers.zeros if self.zero_init_residual else nn.initializers.ones
-    y = nn.Conv(self.width, (3, 3), self.stride, use_bias=False, dtype=self.dtype)(x)
+    y = nn.Conv(self.width, (3, 3), self.stride, padding=_PAD1,
+                use_bias=False, dtype=self.dtype)(x)
     y = nn.relu(bn()(y))
-    y = nn.Conv(self.width, (3, 3), use_bias=False, dtype=self.dtype)(y)
+    y = nn.Conv(self.width, (3, 3), padding=_PAD1, use_bias=False,
+                dtype=self.dtype)(y)
     y = bn(scale_init=last_scale)(y)
     if x.shape[-1] != self.width or self.stride != 1:
       x = nn.Conv(self.width, (1, 1), self.stride, use_bias=False, dtype=self.dtype)(x)
