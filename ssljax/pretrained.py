@@ -217,7 +217,9 @@ def _read_config(workdir: str) -> ml_collections.ConfigDict:
 def _restore_step(step_dir: str, sharding) -> dict:
   """{"params", "method_state"} of one step, read without the rest
   (orbax's partial restore), placed with ``sharding``."""
-  item_dir = os.path.join(step_dir, "default")
+  # orbax's tensorstore reads need an absolute path (a relative one made
+  # its metadata read return nothing).
+  item_dir = os.path.abspath(os.path.join(step_dir, "default"))
   checkpointer = ocp.PyTreeCheckpointer()
   absl_logger = logging.getLogger("absl")
   level = absl_logger.level

@@ -97,6 +97,18 @@ def test_step_loads_that_checkpoint(run):
     pretrained.load(workdir, step=99)
 
 
+def test_a_relative_workdir_loads(run, monkeypatch):
+  # As the README's commands give it: --workdir runs/vicreg.
+  workdir, _ = run
+  monkeypatch.chdir(os.path.dirname(workdir))
+  model = pretrained.load(os.path.basename(workdir))
+  assert model.step == 6 and model.workdir == os.path.basename(workdir)
+  absolute = pretrained.load(workdir)
+  np.testing.assert_array_equal(
+      np.asarray(model.params["encoder"]["Conv_0"]["kernel"]),
+      np.asarray(absolute.params["encoder"]["Conv_0"]["kernel"]))
+
+
 def test_embed_refuses_images_it_cannot_take(run):
   model = pretrained.load(run[0])
   with pytest.raises(ValueError, match="uint8"):
