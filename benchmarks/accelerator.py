@@ -248,7 +248,8 @@ def run_model(name: str, args) -> dict:
   method = methods.build(config)
   lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
                                              steps_per_epoch, total_steps)
-  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch,
+                                   total_steps)
   probe_tx = online_probe.create_optimizer(config)
   num_classes = int(source.num_classes or 0) if probe_tx is not None else 0
   state = jax.device_put(train_state.create_train_state(

@@ -42,7 +42,7 @@ def _step_fn(config, mesh):
   method = methods.build(config)
   lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
                                              100, 1000)
-  tx = optimizers.create_optimizer(config.optim, lr_fn)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, total_steps=1000)
   state = jax.device_put(train_state.create_train_state(
       method, tx, jax.random.key(0), shapes), NamedSharding(mesh, P()))
   rng = np.random.default_rng(0)

@@ -92,7 +92,8 @@ def step_cost(config) -> dict:
   steps_per_epoch, total_steps = 100, 10_000
   lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
                                              steps_per_epoch, total_steps)
-  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch,
+                                   total_steps)
   shapes = train.batch_spec(config)
   state = jax.eval_shape(
       lambda key: train_state.create_train_state(method, tx, key, shapes),

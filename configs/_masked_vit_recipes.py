@@ -53,12 +53,15 @@ def set_method(c: config_dict.ConfigDict, method: str, *,
     c.masks = config_dict.ConfigDict(dict(
         num_targets=4, target_scale=(0.15, 0.2), target_aspect=(0.75, 1.5),
         context_scale=(0.85, 1.0), min_keep=10))
-    c.teacher = config_dict.ConfigDict(dict(momentum=0.996,
-                                            final_momentum=1.0))  # ema
+    c.teacher = config_dict.ConfigDict(dict(
+        momentum=0.996, final_momentum=1.0, schedule="linear"))  # ema
     v.crop_scale = (0.3, 1.0)  # crop_scale [0.3, 1.0]
     v.flip_prob = 0.0  # use_horizontal_flip: false
     c.optim.learning_rate = 1e-3 * 256 / 2048  # lr 0.001 at batch 2048
-    c.optim.weight_decay = 0.04  # weight_decay 0.04 (final 0.4 there)
+    c.optim.weight_decay = 0.04  # weight_decay 0.04
+    c.optim.weight_decay_schedule = "cosine"
+    c.optim.final_weight_decay = 0.4  # final_weight_decay 0.4
+    c.optim.schedule_scale = 1.25  # ipe_scale 1.25
     c.optim.end_lr_factor = 1e-6 / 1e-3  # final_lr 1e-6
   else:
     c.loss.form = "mse"

@@ -52,6 +52,7 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
   o.lars.momentum = 0.9
   if method in ("byol", "mocov3", "dino"):
     c.teacher = config_dict.ConfigDict()  # the momentum teacher, set below
+    c.teacher.schedule = "cosine"  # solo-learn's cosine momentum updater
   if method == "byol":
     # method_kwargs proj_hidden_dim 4096, proj_output_dim 256;
     # pred_hidden_dim 4096 (cifar/byol.yaml), 8192 (imagenet-100/byol.yaml).
@@ -101,6 +102,7 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
     # DINO's last head layer frozen for its first epoch (Caron et al. 2021,
     # arXiv 2104.14294, official code's freeze_last_layer=1).
     c.optim.freeze_last_layer_epochs = 1.0
+    c.optim.frozen_adam_count = "advance"  # LARS: no Adam count to hold
     # solo/methods/dino.py defaults: student 0.1, teacher 0.07, warm-up
     # start 0.04; solo/losses/dino.py center_momentum 0.9.
     c.loss.student_temperature = 0.1

@@ -33,6 +33,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.996
   c.teacher.final_momentum = 1.0
+  c.teacher.schedule = "cosine"
   # Official: LARS, lr 0.2 x batch/256, weight decay 1.5e-6, 1000 epochs;
   # the main job keeps AdamW and its 4-epoch budget (configs/common.py).
   return c

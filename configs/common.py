@@ -115,8 +115,17 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.weight_decay = 1e-4  # on kernels only (not biases, BatchNorm)
   c.optim.warmup_epochs = 1.0  # linear warm-up, then cosine decay
   c.optim.end_lr_factor = 0.01  # final lr = factor × peak
-  # Rescale the gradient to this global L2 norm when larger (0: off).
+  # Rescale the gradient to this L2 norm when larger (0: off): the global
+  # norm ("global") or each tensor's ("per_tensor", DINO's official clipping).
   c.optim.clip_grad_norm = 0.0
+  c.optim.clip_mode = "global"
+  # Weight decay "constant", or "cosine" from weight_decay to
+  # final_weight_decay (DINO's and I-JEPA's 0.04 -> 0.4).
+  c.optim.weight_decay_schedule = "constant"
+  c.optim.final_weight_decay = 0.0  # read only with the cosine schedule
+  # The lr, weight-decay and EMA schedules run over schedule_scale x the
+  # run's steps (I-JEPA's official ipe_scale 1.25 stops at 80 % of them).
+  c.optim.schedule_scale = 1.0
   # LARS only: read when optim.name == "lars", ignored by adamw.
   c.optim.lars = config_dict.ConfigDict()
   c.optim.lars.momentum = 0.9  # heavy-ball momentum of LARS

@@ -38,14 +38,19 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.dino_head.num_layers = 3  # MLP layers before the bottleneck
   c.model.dino_head.use_bn = False  # BatchNorm in the MLP's hidden layers
   c.model.dino_head.norm_last_layer = True  # weight-normalised, fixed norm
-  # Official recipe: gradients clipped at norm 3.0 (per tensor there, global
-  # norm here) and the last layer frozen during the first epoch.
+  # Official recipe: each tensor's gradient clipped at norm 3.0
+  # (utils.clip_gradients) and the last layer frozen during the first epoch,
+  # its Adam step count starting when it thaws (its grad is None there, which
+  # torch's AdamW skips).
   c.optim.clip_grad_norm = 3.0
+  c.optim.clip_mode = "per_tensor"
   c.optim.freeze_last_layer_epochs = 1.0
+  c.optim.frozen_adam_count = "hold"
   # Teacher momentum 0.996 -> 1 on a cosine (official default).
   c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.996
   c.teacher.final_momentum = 1.0
+  c.teacher.schedule = "cosine"
   # Multi-crop: official 2 x 224 px (scale 0.4-1) + 10 x 96 px (0.05-0.4).
   c.views.num_local = 4
   c.views.local_size = 14

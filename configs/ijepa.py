@@ -44,8 +44,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.masks = config_dict.ConfigDict(dict(
       num_targets=4, target_scale=(0.15, 0.2), target_aspect=(0.75, 1.5),
       context_scale=(0.85, 1.0), min_keep=4))
-  # Target encoder momentum 0.996 -> 1 (official ema [0.996, 1.0]).
-  c.teacher = config_dict.ConfigDict(dict(momentum=0.996, final_momentum=1.0))
+  # Target encoder momentum 0.996 -> 1 on a line (official ema [0.996, 1.0],
+  # src/train.py's momentum_scheduler).
+  c.teacher = config_dict.ConfigDict(dict(momentum=0.996, final_momentum=1.0,
+                                          schedule="linear"))
   # One view: official random resized crop of scale 0.3-1, no flip, no
   # colour jitter.
   c.views.num_global = 1
@@ -60,9 +62,13 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.jitter_prob = 0.0
   c.views.erase_prob = 0.0
   # Official AdamW: lr 1e-3 at batch 2048 (1.25e-4 per 256), weight decay
-  # 0.04 (rising to 0.4 there; constant here).
+  # 0.04 rising to 0.4 on a cosine (CosineWDSchedule), every schedule over
+  # ipe_scale = 1.25 x the run's steps.
   c.optim.learning_rate = 1.25e-4
   c.optim.weight_decay = 0.04
+  c.optim.weight_decay_schedule = "cosine"
+  c.optim.final_weight_decay = 0.4
+  c.optim.schedule_scale = 1.25
   if arg == "smoke":
     c.model.encoder_kwargs.update(dict(hidden_dim=8, depth=2, num_heads=2))
     c.model.jepa_predictor = config_dict.ConfigDict(dict(

@@ -59,11 +59,14 @@ def _dino(c):
   c.model.dino_head = config_dict.ConfigDict(dict(
       hidden_dim=2048, bottleneck_dim=256, out_dim=65536, num_layers=3,
       use_bn=False, norm_last_layer=True))
-  c.teacher = config_dict.ConfigDict(dict(momentum=0.996, final_momentum=1.0))
-  # The official code's clip_grad=3.0 (here a global norm) and
-  # freeze_last_layer=1 epoch.
+  c.teacher = config_dict.ConfigDict(dict(momentum=0.996, final_momentum=1.0,
+                                          schedule="cosine"))
+  # The official code's clip_grad=3.0 (per tensor) and freeze_last_layer=1
+  # epoch (the frozen layer's Adam count starting when it thaws).
   c.optim.clip_grad_norm = 3.0
+  c.optim.clip_mode = "per_tensor"
   c.optim.freeze_last_layer_epochs = 1.0
+  c.optim.frozen_adam_count = "hold"
   v = c.views
   v.num_global, v.num_local = 2, 10
   v.local_size = 96
@@ -78,7 +81,9 @@ def _dino(c):
   c.model.encoder_kwargs = config_dict.ConfigDict()  # ViT-S/16 as it is
   c.optim.name = "adamw"
   c.optim.learning_rate = 5e-4  # per 256
-  c.optim.weight_decay = 0.04  # (0.4 at the end there; constant here)
+  c.optim.weight_decay = 0.04  # weight_decay 0.04 -> weight_decay_end 0.4
+  c.optim.weight_decay_schedule = "cosine"
+  c.optim.final_weight_decay = 0.4
   c.optim.warmup_epochs = 10.0
   c.optim.end_lr_factor = 1e-6 / 5e-4  # min_lr 1e-6
 

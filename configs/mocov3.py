@@ -34,4 +34,5 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.99
   c.teacher.final_momentum = 1.0
+  c.teacher.schedule = "cosine"
   return c

@@ -52,6 +52,12 @@ CONDITIONAL: dict[str, tuple] = {
         "local crops")),
     "views.pad": (4, _needs(lambda c: c.views.crop == "pad_and_crop",
                             "views.crop={c.views.crop!r} does not pad")),
+    "optim.clip_mode": ("global", _needs(
+        lambda c: c.optim.clip_grad_norm > 0, "optim.clip_grad_norm=0 (no "
+        "clipping)")),
+    "optim.final_weight_decay": (0.0, _needs(
+        lambda c: c.optim.weight_decay_schedule == "cosine",
+        "optim.weight_decay_schedule={c.optim.weight_decay_schedule!r}")),
     "optim.lars.momentum": (0.9, _needs(
         lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
     "optim.lars.trust_coefficient": (1e-3, _needs(

@@ -3,8 +3,19 @@
 Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 "lars"), ``learning_rate`` (peak, per batch of 256 samples),
 ``weight_decay``, ``warmup_epochs``, ``end_lr_factor``, ``clip_grad_norm``
-(global-norm clipping, 0: off), optionally ``freeze_last_layer_epochs``
-(DINO) and, for LARS only, ``lars.momentum`` and ``lars.trust_coefficient``.
+(0: off) and ``clip_mode`` ("global" | "per_tensor"),
+``weight_decay_schedule`` ("constant" | "cosine", to
+``final_weight_decay``), ``schedule_scale`` (the schedules run over
+``schedule_scale`` × the run's steps), optionally
+``freeze_last_layer_epochs`` and ``frozen_adam_count`` (DINO) and, for LARS
+only, ``lars.momentum`` and ``lars.trust_coefficient``.
+
+The options exist because the official codes differ in them, and a
+re-implementation that fixes one choice drifts from the others' steps:
+DINO clips each tensor's gradient norm and ramps the weight decay from 0.04
+to 0.4 on a cosine; I-JEPA ramps it too and stretches every schedule by
+``ipe_scale`` = 1.25; PyTorch's AdamW skips a parameter without gradient,
+so DINO's frozen last layer starts its Adam step count when it thaws.
 """
 
 from collections.abc import Callable
@@ -14,9 +25,118 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-__all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while"]
+__all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
+           "hold_while", "clip_by_tensor_norm", "cosine_schedule",
+           "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
+           "FROZEN_ADAM_COUNTS"]
 
 OPTIMIZERS = ("adamw", "lars")
+CLIP_MODES = ("global", "per_tensor")
+WEIGHT_DECAY_SCHEDULES = ("constant", "cosine")
+FROZEN_ADAM_COUNTS = ("advance", "hold")
+# Adam's constants (optax.adamw's and torch.optim.AdamW's defaults).
+_B1, _B2, _EPS = 0.9, 0.999, 1e-8
+
+
+def schedule_steps(optim: ml_collections.ConfigDict, total_steps: int) -> int:
+  """The length of the run's schedules: ``optim.schedule_scale`` (>= 1,
+  default 1) × ``total_steps``, truncated to an int as I-JEPA's
+  ``int(ipe_scale * num_epochs * ipe)`` (Assran et al. 2023, arXiv
+  2301.08243, official ``ipe_scale``: with 1.25 a run stops at 80 % of its
+  learning-rate, weight-decay and EMA schedules)."""
+  return int(optim.get("schedule_scale", 1.0) * total_steps)
+
+
+def cosine_schedule(start: float, end: float, steps: int
+                    ) -> Callable[[int], jax.Array]:
+  """step -> end + (start − end)·(1 + cos(π·min(step / steps, 1)))/2.
+
+  The half-cosine from ``start`` (step 0) to ``end`` (step ``steps`` and
+  after), rising or falling: DINO's ``cosine_scheduler`` without warm-up
+  and I-JEPA's ``CosineWDSchedule`` (Caron et al. 2021, arXiv 2104.14294;
+  Assran et al. 2023, arXiv 2301.08243; both official codes), read at the
+  step the caller gives.
+
+  Args:
+    start, end: values at step 0 and at ``steps``.
+    steps: length (int >= 1).
+
+  Returns:
+    a schedule: int step (traced or not) -> float value (float32, or
+    float64 with x64 enabled).
+
+  Raises:
+    ValueError: steps < 1.
+  """
+  if steps < 1:
+    raise ValueError(f"a cosine schedule needs steps >= 1, got {steps}")
+
+  def schedule(step):
+    progress = jnp.minimum(jnp.asarray(step, float) / steps, 1.0)
+    return end + (start - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
+
+  return schedule
+
+
+def clip_by_tensor_norm(max_norm: float, eps: float = 1e-6
+                        ) -> optax.GradientTransformation:
+  """Rescales each gradient tensor on its own to L2 norm at most
+  ``max_norm``: g ← g · c where c = max_norm / (‖g‖₂ + eps) < 1, else g.
+
+  DINO's ``clip_gradients`` (Caron et al. 2021, arXiv 2104.14294, official
+  utils.py: the same coefficient, eps 1e-6, per parameter tensor), where
+  ``optax.clip_by_global_norm`` rescales all tensors by one coefficient.
+
+  Args:
+    max_norm: the largest norm of a tensor's gradient (float > 0).
+    eps: added to the norm in the coefficient.
+
+  Returns:
+    a stateless optax GradientTransformation.
+  """
+  def update(updates, state, params=None):
+    del params
+
+    def clip(g):
+      coef = max_norm / (jnp.linalg.norm(g.reshape(-1)) + eps)
+      return jnp.where(coef < 1.0, g * coef.astype(g.dtype), g)
+
+    return jax.tree.map(clip, updates), state
+
+  return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
+
+
+def hold_while(num_steps: int, inner: optax.GradientTransformation
+               ) -> optax.GradientTransformation:
+  """``inner`` that neither moves nor changes its state during the first
+  ``num_steps`` calls: zero updates and the state kept as it was.
+
+  Around ``optax.scale_by_adam`` this is PyTorch's AdamW on a parameter
+  whose gradient is None (DINO's ``cancel_gradients_last_layer``): its
+  moments and its step count start when it thaws, so its first bias
+  corrections are those of step 1.
+
+  Args:
+    num_steps: calls (int >= 0) during which ``inner`` is held.
+    inner: the transformation to hold.
+
+  Returns:
+    an optax GradientTransformation with state (count, inner state).
+  """
+  def init(params):
+    return (jnp.zeros([], jnp.int32), inner.init(params))
+
+  def update(updates, state, params=None):
+    count, inner_state = state
+    new_updates, new_inner = inner.update(updates, inner_state, params)
+    held = count < num_steps
+    new_updates = jax.tree.map(
+        lambda u: jnp.where(held, jnp.zeros_like(u), u), new_updates)
+    new_inner = jax.tree.map(lambda old, new: jnp.where(held, old, new),
+                             inner_state, new_inner)
+    return new_updates, (optax.safe_increment(count), new_inner)
+
+  return optax.GradientTransformation(init, update)
 
 
 def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
@@ -32,7 +152,9 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
       ``learning_rate · batch_size / 256`` (linear scaling).
     steps_per_epoch: optimiser steps in one epoch (converts warmup_epochs
       to steps).
-    total_steps: optimiser steps of the whole run (the end of the decay).
+    total_steps: optimiser steps of the whole run; the decay ends at
+      `schedule_steps` (``optim.schedule_scale`` × total_steps, when the
+      config has it; else total_steps).
 
   Returns:
     an optax schedule: step (int) -> learning rate (float). The warm-up is
@@ -42,7 +164,8 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
   warmup = min(int(optim.warmup_epochs * steps_per_epoch), total_steps - 1)
   return optax.warmup_cosine_decay_schedule(
       init_value=0.0, peak_value=peak, warmup_steps=max(warmup, 0),
-      decay_steps=total_steps, end_value=peak * optim.end_lr_factor)
+      decay_steps=max(schedule_steps(optim, total_steps), 1),
+      end_value=peak * optim.end_lr_factor)
 
 
 def _decay_mask(params):
@@ -50,11 +173,14 @@ def _decay_mask(params):
   return jax.tree.map(lambda p: p.ndim > 1, params)
 
 
-def _last_layer_mask(params):
+def _is_last_layer(path) -> bool:
   # DINO's weight-normalised last layer: "last_layer_v" (and "last_layer_g").
+  return any("last_layer" in str(getattr(k, "key", k)) for k in path)
+
+
+def _last_layer_mask(params):
   return jax.tree_util.tree_map_with_path(
-      lambda path, _: any("last_layer" in str(getattr(k, "key", k))
-                          for k in path), params)
+      lambda path, _: _is_last_layer(path), params)
 
 
 def freeze_while(num_steps: int, mask) -> optax.GradientTransformation:
@@ -94,55 +220,112 @@ def freeze_while(num_steps: int, mask) -> optax.GradientTransformation:
 
 
 def create_optimizer(optim: ml_collections.ConfigDict,
-                     learning_rate_fn, steps_per_epoch: int = 1
+                     learning_rate_fn, steps_per_epoch: int = 1,
+                     total_steps: int | None = None
                      ) -> optax.GradientTransformation:
-  """optax AdamW or LARS from ``config.optim``, with optional clipping and
-  freezing.
+  """optax AdamW or LARS from ``config.optim``, with optional clipping,
+  weight-decay schedule and freezing.
 
   Weight decay (and LARS's trust ratio) applies to parameters with ndim > 1
-  only (kernels), not to biases or BatchNorm scales and offsets. With
-  ``clip_grad_norm`` > 0 the gradient is first rescaled to global L2 norm
-  at most that value (``optax.clip_by_global_norm``; the official DINO
-  code clips at 3.0, per parameter tensor there, globally here). With
-  ``freeze_last_layer_epochs`` > 0 (a field of DINO's config) the
-  parameters named ``last_layer*`` do not move during that many epochs
-  (`freeze_while`).
+  only (kernels), not to biases or BatchNorm scales and offsets (as the
+  official VICReg, BYOL, DINO and I-JEPA codes group them).
+
+  * Clipping (``clip_grad_norm`` > 0): ``clip_mode`` "global" rescales the
+    whole gradient to that global L2 norm (``optax.clip_by_global_norm``),
+    "per_tensor" each tensor to it (`clip_by_tensor_norm`, DINO's).
+  * ``weight_decay_schedule`` "cosine" (AdamW only): the decay follows
+    `cosine_schedule` from ``weight_decay`` to ``final_weight_decay`` over
+    `schedule_steps` (DINO's and I-JEPA's 0.04 -> 0.4); "constant" (the
+    default when the field is absent): ``weight_decay`` throughout.
+  * ``freeze_last_layer_epochs`` > 0 (DINO): the parameters named
+    ``last_layer*`` do not move during that many epochs (`freeze_while`;
+    no weight decay either). ``frozen_adam_count`` says what Adam's step
+    count does for them meanwhile: "advance" (optax's one count for all
+    parameters) or "hold" (AdamW only; PyTorch's per-parameter count, which
+    skips a parameter without gradient: `hold_while`).
 
   Args:
     optim: ``config.optim``: ``name`` ("adamw" | "lars"), ``weight_decay``,
       ``clip_grad_norm`` (float >= 0, 0: no clipping); optionally
-      ``freeze_last_layer_epochs`` (float >= 0); for "lars" also
-      ``lars.momentum`` (heavy-ball momentum in [0, 1)) and
-      ``lars.trust_coefficient`` (η of the layer-wise trust ratio, > 0).
+      ``clip_mode``, ``weight_decay_schedule``, ``final_weight_decay``,
+      ``schedule_scale``, ``freeze_last_layer_epochs`` (float >= 0),
+      ``frozen_adam_count``; for "lars" also ``lars.momentum`` (heavy-ball
+      momentum in [0, 1)) and ``lars.trust_coefficient`` (η of the
+      layer-wise trust ratio, > 0).
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
       a constant lr.
     steps_per_epoch: converts ``freeze_last_layer_epochs`` to steps.
+    total_steps: the run's optimiser steps; needed (int >= 1) for the
+      cosine weight-decay schedule.
 
   Returns:
     the optax GradientTransformation. Its state is the bare optimiser's
-    unless clipping or freezing is on (then an ``optax.chain`` state).
+    unless clipping, a weight-decay schedule or freezing is on (then an
+    ``optax.chain`` state).
 
   Raises:
-    ValueError: ``optim.name`` is neither "adamw" nor "lars".
+    ValueError: an unknown ``optim.name``, ``clip_mode``,
+      ``weight_decay_schedule`` or ``frozen_adam_count``; a cosine
+      weight-decay schedule or a held Adam count with LARS, or without
+      ``total_steps``.
   """
-  if optim.name == "adamw":
-    tx = optax.adamw(learning_rate_fn, weight_decay=optim.weight_decay,
-                     mask=_decay_mask)
-  elif optim.name == "lars":
+  clip_mode = optim.get("clip_mode", "global")
+  wd_schedule = optim.get("weight_decay_schedule", "constant")
+  count_mode = optim.get("frozen_adam_count", "advance")
+  for value, allowed, name in ((optim.name, OPTIMIZERS, "optimiser"),
+                               (clip_mode, CLIP_MODES, "clip_mode"),
+                               (wd_schedule, WEIGHT_DECAY_SCHEDULES,
+                                "weight_decay_schedule"),
+                               (count_mode, FROZEN_ADAM_COUNTS,
+                                "frozen_adam_count")):
+    if value not in allowed:
+      raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
+  freeze_steps = int(round(optim.get("freeze_last_layer_epochs", 0.0)
+                           * steps_per_epoch))
+  hold = freeze_steps > 0 and count_mode == "hold"
+  if optim.name == "lars" and (wd_schedule != "constant" or hold):
+    raise ValueError("optim.weight_decay_schedule='cosine' and "
+                     "optim.frozen_adam_count='hold' need optim.name='adamw'")
+  if optim.name == "lars":
     tx = optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
                     weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
                     trust_coefficient=optim.lars.trust_coefficient,
                     momentum=optim.lars.momentum)
+  elif wd_schedule == "constant" and not hold:
+    tx = optax.adamw(learning_rate_fn, weight_decay=optim.weight_decay,
+                     mask=_decay_mask)
   else:
-    raise ValueError(f"unknown optimiser {optim.name!r}; expected one of "
-                     f"{OPTIMIZERS}")
+    # optax.adamw written out: Adam's scaling, decoupled weight decay, lr.
+    adam = lambda: optax.scale_by_adam(b1=_B1, b2=_B2, eps=_EPS)
+    if hold:
+      labels = lambda params: jax.tree.map(
+          lambda frozen: "frozen" if frozen else "rest",
+          _last_layer_mask(params))
+      scale = optax.multi_transform(
+          {"frozen": hold_while(freeze_steps, adam()), "rest": adam()},
+          labels)
+    else:
+      scale = adam()
+    if wd_schedule == "cosine":
+      if not total_steps or total_steps < 1:
+        raise ValueError("a cosine weight-decay schedule needs the run's "
+                         "total_steps")
+      decay = optax.inject_hyperparams(
+          optax.add_decayed_weights, static_args=("mask",))(
+              weight_decay=cosine_schedule(
+                  optim.weight_decay, optim.final_weight_decay,
+                  max(schedule_steps(optim, total_steps), 1)),
+              mask=_decay_mask)
+    else:
+      decay = optax.add_decayed_weights(optim.weight_decay, _decay_mask)
+    tx = optax.chain(scale, decay,
+                     optax.scale_by_learning_rate(learning_rate_fn))
   chain = [tx]
-  freeze_steps = int(round(optim.get("freeze_last_layer_epochs", 0.0)
-                           * steps_per_epoch))
   if freeze_steps > 0:
     chain = [freeze_while(freeze_steps, _last_layer_mask), tx,
              freeze_while(freeze_steps, _last_layer_mask)]
   clip = optim.get("clip_grad_norm", 0.0)
   if clip:
-    chain.insert(0, optax.clip_by_global_norm(clip))
+    chain.insert(0, optax.clip_by_global_norm(clip) if clip_mode == "global"
+                 else clip_by_tensor_norm(clip))
   return chain[0] if len(chain) == 1 else optax.chain(*chain)

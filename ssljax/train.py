@@ -234,7 +234,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   method = methods.build(config)
   lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
                                              steps_per_epoch, total_steps)
-  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch,
+                                   total_steps)
   # Once per run: the initial state and the train step share it.
   probe_tx = online_probe.create_optimizer(config)  # None: no online probe
   num_classes = (int(train_source.num_classes or 0)

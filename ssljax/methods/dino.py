@@ -30,6 +30,8 @@ _HEAD_FIELDS = {
     "model.dino_head.norm_last_layer": rules.boolean,
     # The last layer does not move for this many epochs (ssljax.optimizers).
     "optim.freeze_last_layer_epochs": rules.real(0.0),
+    # Adam's step count of the frozen layer meanwhile: "advance" or "hold".
+    "optim.frozen_adam_count": rules.one_of("advance", "hold"),
 }
 
 

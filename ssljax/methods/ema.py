@@ -25,7 +25,11 @@ import jax.numpy as jnp
 
 from ssljax import checks
 
-__all__ = ["cosine_momentum", "ema_update"]
+__all__ = ["cosine_momentum", "linear_momentum", "SCHEDULES", "momentum",
+           "ema_update"]
+
+# The shapes of τ_k: BYOL's (and DINO's, MoCo v3's) cosine, I-JEPA's line.
+SCHEDULES = ("cosine", "linear")
 
 
 def _check_unit_interval(value, name: str) -> None:
@@ -83,6 +87,59 @@ def cosine_momentum(step, total_steps, *, base: float = 0.996,
   final = jnp.asarray(final, jnp.float32)
   frac = (jnp.cos(math.pi * k / jnp.asarray(total_steps, jnp.float32)) + 1) / 2
   return final - (final - base) * frac
+
+
+def linear_momentum(step, total_steps, *, base: float = 0.996,
+                    final: float = 1.0) -> jax.Array:
+  """I-JEPA's linear schedule of the target momentum τ_k.
+
+      τ_k = base + k · (final − base) / K,
+
+  k clipped to [0, K]. The official code (Assran et al. 2023, arXiv
+  2301.08243, src/train.py ``momentum_scheduler``) takes τ_0 at the first
+  update and K = ``ipe · num_epochs · ipe_scale``, a float (the run's
+  steps × ``config.optim.schedule_scale``).
+
+  Args:
+    step, base, final: as `cosine_momentum`.
+    total_steps: K >= 1, int or float (not truncated, as the official
+      denominator).
+
+  Returns:
+    0-d float32 array.
+
+  Raises:
+    ValueError: as `cosine_momentum`.
+
+  Example:
+    >>> [round(float(linear_momentum(k, 10)), 4) for k in (0, 5, 10)]
+    [0.996, 0.998, 1.0]
+  """
+  _check_unit_interval(base, "base")
+  _check_unit_interval(final, "final")
+  if checks.is_concrete(total_steps):
+    if jnp.ndim(total_steps) != 0 or not float(total_steps) >= 1:
+      raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
+  total = jnp.asarray(total_steps, jnp.float32)
+  k = jnp.clip(jnp.asarray(step, jnp.float32), 0.0, total)
+  base = jnp.asarray(base, jnp.float32)
+  final = jnp.asarray(final, jnp.float32)
+  return base + k * (final - base) / total
+
+
+def momentum(schedule: str, step, total_steps, *, base: float = 0.996,
+             final: float = 1.0) -> jax.Array:
+  """τ_k of the named schedule: "cosine" (`cosine_momentum`) or "linear"
+  (`linear_momentum`).
+
+  Raises:
+    ValueError: another schedule name, or as `cosine_momentum`.
+  """
+  if schedule not in SCHEDULES:
+    raise ValueError(f"unknown momentum schedule {schedule!r}; expected one "
+                     f"of {SCHEDULES}")
+  fn = cosine_momentum if schedule == "cosine" else linear_momentum
+  return fn(step, total_steps, base=base, final=final)
 
 
 def ema_update(teacher, online, momentum):

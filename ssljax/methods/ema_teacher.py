@@ -3,10 +3,13 @@
 A teacher network has the student's encoder and projector; its weights ξ are
 no parameters of the optimiser but part of the method's state: they start as
 a copy of the student's and, after each optimiser step, move towards them,
-ξ ← τ_k ξ + (1 − τ_k) θ, with τ_k on BYOL's cosine from
-``config.teacher.momentum`` to ``config.teacher.final_momentum``
-(`ssljax.methods.ema`). The teacher sees the G global views only, in train mode
-(its BatchNorm statistics are its own), under stop-gradient.
+ξ ← τ_k ξ + (1 − τ_k) θ, with τ_k from ``config.teacher.momentum`` to
+``config.teacher.final_momentum`` on ``config.teacher.schedule``: BYOL's
+cosine or I-JEPA's line (`ssljax.methods.ema`), over
+``config.optim.schedule_scale`` × the run's steps (I-JEPA's denominator
+``ipe · num_epochs · ipe_scale``, not truncated). The teacher sees the G global
+views only, in train mode (its BatchNorm statistics are its own), under
+stop-gradient.
 
 References:
   Grill et al. 2020, arXiv 2006.07733, §3.2; Chen, Xie & He 2021, arXiv
@@ -22,7 +25,8 @@ from ssljax.methods import ema, single_network
 __all__ = ["TEACHER_FIELDS", "EMATeacherMixin"]
 
 TEACHER_FIELDS = {"teacher.momentum": rules.real(0.0, 1.0),
-                  "teacher.final_momentum": rules.real(0.0, 1.0)}
+                  "teacher.final_momentum": rules.real(0.0, 1.0),
+                  "teacher.schedule": rules.one_of(*ema.SCHEDULES)}
 _TEACHER_PARTS = ("encoder", "projector")
 
 
@@ -61,8 +65,9 @@ class EMATeacherMixin:
     return z_GxBxK, {**state, "teacher": {**teacher, "batch_stats": stats}}
 
   def after_update(self, state, params, schedule):
-    momentum = ema.cosine_momentum(
-        schedule["step"], schedule["total_steps"],
+    momentum = ema.momentum(
+        self.config.teacher.schedule, schedule["step"],
+        self.config.optim.get("schedule_scale", 1.0) * schedule["total_steps"],
         base=self.config.teacher.momentum,
         final=self.config.teacher.final_momentum)
     teacher = state["teacher"]

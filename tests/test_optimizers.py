@@ -1,0 +1,248 @@
+"""The optimiser options that make a step equal the official codes' step
+(ssljax.optimizers, ssljax.methods.ema): each against a NumPy transcription
+of what the official code does.
+
+- per-tensor clipping: DINO's ``utils.clip_gradients`` (coefficient
+  max_norm / (norm + 1e-6), applied when below 1);
+- the frozen last layer's Adam count: torch.optim.AdamW skips a parameter
+  whose grad is None (DINO's ``cancel_gradients_last_layer``), so its step
+  count and moments start when it thaws;
+- the cosine weight-decay schedule: DINO's ``cosine_scheduler`` /
+  I-JEPA's ``CosineWDSchedule``, applied as AdamW's decoupled decay;
+- I-JEPA's linear EMA schedule and ``ipe_scale``.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import pytest
+
+from ssljax import optimizers
+from ssljax.methods import ema
+
+
+def _optim(**fields):
+  base = dict(name="adamw", learning_rate=1.0, weight_decay=0.0,
+              warmup_epochs=0.0, end_lr_factor=1.0, clip_grad_norm=0.0,
+              lars=dict(momentum=0.9, trust_coefficient=1e-3))
+  base.update(fields)
+  return ml_collections.ConfigDict(base)
+
+
+def _params(rng):
+  return {"head": {"mlp": {"kernel": rng.normal(size=(4, 3))},
+                   "last_layer_v": {"kernel": rng.normal(size=(3, 5))}},
+          "encoder": {"bias": rng.normal(size=(3,))}}
+
+
+# ----------------------------------------------------------------- clipping --
+
+def _dino_clip(grads, clip):
+  """utils.clip_gradients: each tensor's norm, coefficient with eps 1e-6."""
+  out = {}
+  for name, g in grads.items():
+    norm = np.linalg.norm(g.reshape(-1))
+    coef = clip / (norm + 1e-6)
+    out[name] = g * coef if coef < 1 else g
+  return out
+
+
+def test_per_tensor_clipping_is_dinos():
+  rng = np.random.default_rng(0)
+  grads = {"big": rng.normal(size=(5, 4)) * 3.0,       # norm ~13: clipped
+           "small": rng.normal(size=(7,)) * 0.1,       # norm ~0.3: kept
+           "edge": np.full((4,), 1.5)}                 # norm 3.0: coef < 1
+  grads = {k: v.astype(np.float32) for k, v in grads.items()}
+  want = _dino_clip(grads, 3.0)
+  got, _ = optimizers.clip_by_tensor_norm(3.0).update(
+      {k: jnp.asarray(v) for k, v in grads.items()}, optax.EmptyState())
+  for name in grads:
+    np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-6)
+  assert np.linalg.norm(np.asarray(got["big"])) == pytest.approx(3.0, 1e-5)
+  np.testing.assert_array_equal(np.asarray(got["small"]), grads["small"])
+  # The global mode scales every tensor by one coefficient: the small one
+  # shrinks too, so the two modes differ on this gradient.
+  glob, _ = optax.clip_by_global_norm(3.0).update(
+      {k: jnp.asarray(v) for k, v in grads.items()}, optax.EmptyState())
+  assert not np.allclose(np.asarray(glob["small"]), grads["small"])
+
+
+@pytest.mark.parametrize("mode,clip", [
+    ("per_tensor", optimizers.clip_by_tensor_norm),
+    ("global", optax.clip_by_global_norm)])
+def test_clip_mode_in_create_optimizer(mode, clip):
+  rng = np.random.default_rng(3)
+  params = {"a": jnp.ones((3,)), "b": jnp.ones((2, 2))}
+  grads = [{"a": jnp.asarray(rng.normal(size=3) * 10.0),
+            "b": jnp.asarray(rng.normal(size=(2, 2)) * 0.01)}
+           for _ in range(3)]
+  tx = optimizers.create_optimizer(
+      _optim(learning_rate=0.1, weight_decay=0.05, clip_grad_norm=1.0,
+             clip_mode=mode), 0.1)
+  want = optax.chain(clip(1.0), optax.adamw(
+      0.1, weight_decay=0.05, mask=lambda p: jax.tree.map(
+          lambda x: x.ndim > 1, p)))
+  got, ref = _run(tx, params, grads), _run(want, params, grads)
+  for k in params:
+    np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]),
+                               rtol=1e-6)
+  # The two modes give different steps on these gradients (a large and a
+  # small tensor).
+  other = "global" if mode == "per_tensor" else "per_tensor"
+  moved = _run(optimizers.create_optimizer(
+      _optim(learning_rate=0.1, weight_decay=0.05, clip_grad_norm=1.0,
+             clip_mode=other), 0.1), params, grads)
+  assert not np.allclose(np.asarray(moved["b"]), np.asarray(got["b"]),
+                         rtol=1e-4)
+
+
+# ---------------------------------------------- frozen last layer, Adam count --
+
+def _torch_adamw(params, grads_per_step, lr, wd, frozen_steps, frozen):
+  """torch.optim.AdamW, per parameter: a parameter whose grad is None (the
+  frozen ones during the first ``frozen_steps``) is skipped: no decay, no
+  moment update, no step count."""
+  b1, b2, eps = 0.9, 0.999, 1e-8
+  p = {k: v.copy() for k, v in params.items()}
+  state = {k: dict(step=0, m=np.zeros_like(v), v=np.zeros_like(v))
+           for k, v in params.items()}
+  for t, grads in enumerate(grads_per_step):
+    for k in p:
+      if k in frozen and t < frozen_steps:
+        continue  # grad is None
+      s, g = state[k], grads[k]
+      s["step"] += 1
+      decay = wd if p[k].ndim > 1 else 0.0
+      p[k] = p[k] * (1 - lr * decay)
+      s["m"] = b1 * s["m"] + (1 - b1) * g
+      s["v"] = b2 * s["v"] + (1 - b2) * g * g
+      m_hat = s["m"] / (1 - b1 ** s["step"])
+      v_hat = s["v"] / (1 - b2 ** s["step"])
+      p[k] = p[k] - lr * m_hat / (np.sqrt(v_hat) + eps)
+  return p
+
+
+def _flat(tree):
+  return {jax.tree_util.keystr(k): np.asarray(v)
+          for k, v in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def _run(tx, params, grads_per_step):
+  state = tx.init(params)
+  step = jax.jit(lambda g, s, p: tx.update(g, s, p))
+  for grads in grads_per_step:
+    updates, state = step(grads, state, params)
+    params = optax.apply_updates(params, updates)
+  return params
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_held_adam_count_is_torchs_frozen_parameter(x64, wd):
+  rng = np.random.default_rng(1)
+  params = jax.tree.map(jnp.asarray, _params(rng))
+  grads = [jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape)),
+                        params) for _ in range(7)]
+  lr, frozen_steps = 0.01, 3
+  optim = _optim(learning_rate=lr, weight_decay=wd,
+                 freeze_last_layer_epochs=1.0, frozen_adam_count="hold")
+  tx = optimizers.create_optimizer(optim, lr, steps_per_epoch=frozen_steps)
+  got = _flat(_run(tx, params, grads))
+  frozen = {k for k in got if "last_layer" in k}
+  want = _torch_adamw(_flat(params), [_flat(g) for g in grads], lr, wd,
+                      frozen_steps, frozen)
+  for k in got:
+    np.testing.assert_allclose(got[k], want[k], rtol=1e-10, atol=1e-12)
+
+  # "advance" (optax's one count) gives the thawed layer Adam's bias
+  # corrections of step 4 instead of step 1: its first update is
+  # lr·0.1/(1 − 0.9⁴) / sqrt(0.001/(1 − 0.999⁴)) ≈ 0.58 lr instead of lr.
+  advance = optimizers.create_optimizer(
+      _optim(learning_rate=lr, weight_decay=wd, freeze_last_layer_epochs=1.0,
+             frozen_adam_count="advance"), lr, steps_per_epoch=frozen_steps)
+  other = _flat(_run(advance, params, grads[:frozen_steps + 1]))
+  held = _flat(_run(tx, params, grads[:frozen_steps + 1]))
+  start = _flat(params)
+  key = next(iter(frozen))
+  moved_held = np.abs(held[key] - start[key]).mean()
+  moved_adv = np.abs(other[key] - start[key]).mean()
+  assert moved_adv / moved_held == pytest.approx(
+      (0.1 / (1 - 0.9 ** 4)) / np.sqrt(0.001 / (1 - 0.999 ** 4)), rel=0.05)
+
+
+def test_hold_needs_adamw():
+  with pytest.raises(ValueError, match="need optim.name='adamw'"):
+    optimizers.create_optimizer(
+        _optim(name="lars", freeze_last_layer_epochs=1.0,
+               frozen_adam_count="hold"), 0.1, steps_per_epoch=2)
+  with pytest.raises(ValueError, match="unknown clip_mode 'norm'"):
+    optimizers.create_optimizer(_optim(clip_mode="norm"), 0.1)
+
+
+# ------------------------------------------------- weight-decay schedule --
+
+def test_cosine_weight_decay_is_the_official_schedule(x64):
+  total, start, end, lr = 8, 0.04, 0.4, 0.05
+  optim = _optim(learning_rate=lr, weight_decay=start,
+                 weight_decay_schedule="cosine", final_weight_decay=end)
+  tx = optimizers.create_optimizer(optim, lr, total_steps=total)
+  rng = np.random.default_rng(2)
+  params = {"w": jnp.asarray(rng.normal(size=(3, 3))),
+            "b": jnp.asarray(rng.normal(size=(3,)))}
+  grads = [{k: jnp.asarray(rng.normal(size=v.shape)) for k, v in
+            params.items()} for _ in range(total)]
+  got = _run(tx, params, grads)
+  # DINO's cosine_scheduler(base, final, ...)[it], it = 0, 1, ...
+  schedule = [end + 0.5 * (start - end) * (1 + np.cos(np.pi * t / total))
+              for t in range(total)]
+  b1, b2, eps = 0.9, 0.999, 1e-8
+  p = {k: np.asarray(v) for k, v in params.items()}
+  m = {k: np.zeros_like(v) for k, v in p.items()}
+  v2 = {k: np.zeros_like(v) for k, v in p.items()}
+  for t, g in enumerate(grads):
+    for k in p:
+      gk = np.asarray(g[k])
+      m[k] = b1 * m[k] + (1 - b1) * gk
+      v2[k] = b2 * v2[k] + (1 - b2) * gk * gk
+      update = (m[k] / (1 - b1 ** (t + 1))) / (
+          np.sqrt(v2[k] / (1 - b2 ** (t + 1))) + eps)
+      decay = schedule[t] if p[k].ndim > 1 else 0.0
+      p[k] = p[k] * (1 - lr * decay) - lr * update
+  for k in p:
+    np.testing.assert_allclose(np.asarray(got[k]), p[k], rtol=1e-10)
+
+
+def test_cosine_schedule_end_points_and_errors():
+  up = optimizers.cosine_schedule(0.04, 0.4, 10)
+  assert float(up(0)) == pytest.approx(0.04)
+  assert float(up(5)) == pytest.approx(0.22)
+  assert float(up(10)) == pytest.approx(0.4)
+  assert float(up(30)) == pytest.approx(0.4)  # held after the end
+  with pytest.raises(ValueError, match="steps >= 1"):
+    optimizers.cosine_schedule(0.1, 0.2, 0)
+  with pytest.raises(ValueError, match="needs the run's total_steps"):
+    optimizers.create_optimizer(
+        _optim(weight_decay_schedule="cosine", final_weight_decay=0.4), 0.1)
+
+
+# ------------------------------------------------------------ EMA schedules --
+
+def test_linear_momentum_is_ijepas_generator():
+  # src/train.py: (ema0 + i * (ema1 - ema0) / (ipe * epochs * ipe_scale)
+  #                for i in range(int(ipe * epochs * ipe_scale) + 1))
+  ipe, epochs, ipe_scale, ema0, ema1 = 7, 3, 1.25, 0.996, 1.0
+  official = [ema0 + i * (ema1 - ema0) / (ipe * epochs * ipe_scale)
+              for i in range(int(ipe * epochs * ipe_scale) + 1)]
+  optim = _optim(schedule_scale=ipe_scale)
+  k = optimizers.schedule_steps(optim, ipe * epochs)
+  assert k == int(ipe * epochs * ipe_scale)  # the lr and wd schedules' T_max
+  length = optim.schedule_scale * ipe * epochs  # the EMA's denominator
+  for i in range(ipe * epochs):  # the run's updates use the first ipe*epochs
+    got = float(ema.momentum("linear", i, length, base=ema0, final=ema1))
+    assert got == pytest.approx(official[i], abs=1e-7)
+  # The cosine differs in between, equal at the ends.
+  assert float(ema.momentum("cosine", 0, k)) == pytest.approx(official[0])
+  assert abs(float(ema.momentum("cosine", k // 4, k)) - official[k // 4]) > 1e-4
+  with pytest.raises(ValueError, match="unknown momentum schedule"):
+    ema.momentum("step", 0, 10)
