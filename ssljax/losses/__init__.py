@@ -113,3 +113,7 @@ from ssljax.losses.mae import normalize_patches  # noqa: E402
 
 __all__ += ["ijepa", "target_layer_norm",  # predictive: I-JEPA, MAE
             "mae", "normalize_patches"]
+from ssljax.losses.sinkhorn import sinkhorn_knopp  # noqa: E402
+from ssljax.losses.swav import swav  # noqa: E402
+
+__all__ += ["sinkhorn_knopp", "swav"]  # Sinkhorn-Knopp codes: SwAV, DINOv2/v3
