@@ -34,6 +34,12 @@ code. What a re-implementation easily gets wrong, and this one matches:
   a step centres with the centre that includes the previous step's teacher.
   Here the caller passes that centre and receives the next one.
 
+Left to the caller or not reproduced: DINOv3's optional local-loss
+weight schedule (``reweight_dino_local_loss``, off by default); and under
+several processes the official iBOT centre averages the per-process means
+of the masked patches (processes hold different numbers of them), where
+the centre here is the mean of all M rows.
+
 The official code logs some terms rescaled (DINOv2 logs koleo/2 and ibot/2,
 DINOv3 logs the per-pair means); the values here are the contributions to
 the loss it backpropagates, so ``loss`` is their sum.

@@ -39,7 +39,8 @@ def ibot(
 
   With c(m) the crop of masked patch m and n_c = Σ_t masks[c, t],
 
-      loss = −(1/C) Σ_m (1/max(1, n_c(m))) Σ_k P_t[m, k] log softmax(s_m/τ_s)_k.
+      loss = −(1/C) Σ_m w_m Σ_k P_t[m, k] log softmax(s_m/τ_s)_k,
+      w_m = 1/max(1, n_c(m)).
 
   The crop of each row is found from the cumulative mask counts (rows are
   in ``masks.flatten().nonzero()`` order), so the function is jit-able with

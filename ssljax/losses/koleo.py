@@ -42,8 +42,9 @@ def koleo(
 ) -> jax.Array:
   """KoLeo regulariser of N embeddings (official DINOv2 ``KoLeoLoss``).
 
-  u_i = x_i / max(‖x_i‖, ε); nn(i) = argmax_{j≠i} ⟨u_i, u_j⟩ within the
-  group of row i (first index on ties, no gradient through the choice);
+  u_i = x_i / max(‖x_i‖, ε); nn(i) = argmax_{j≠i} ⟨u_i, u_j⟩ within
+  the group of row i (first index on ties, no gradient through the
+  choice);
 
       loss = −(1/N) Σ_i log(‖u_i − u_nn(i) + ε‖ + ε),
 

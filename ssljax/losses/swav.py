@@ -6,7 +6,8 @@ Sinkhorn-Knopp (`ssljax.losses.sinkhorn_knopp`, ε = 0.05, 3 iterations;
 equal use of the prototypes across the batch), under stop-gradient; every
 other crop v then predicts q_c through softmax(scores_v/τ):
 
-    loss = (1/|A|) Σ_{c∈A} (1/(V − 1)) Σ_{v≠c} (1/B) Σ_b H(q_c,b, softmax(s_v,b/τ)).
+    loss = (1/|A|) Σ_{c∈A} (1/(V − 1)) Σ_{v≠c} (1/B) Σ_b
+           H(q_c,b, softmax(s_v,b/τ)).
 
 This is the loss loop of the official ``main_swav.py`` (checked against its
 code), including its counts: the sum over v ≠ c is divided by V − 1 with V
@@ -44,7 +45,8 @@ def swav(
   For c in crops_for_assign (index i): q_c = stop_gradient(sinkhorn_knopp(
   [queue[i]; scores[c]], temperature=ε))[−B:], and
 
-      loss = mean_i (1/(V − 1)) Σ_{v≠c_i} −(1/B) Σ_b Σ_k q_c,bk log softmax(scores[v, b]/τ)_k.
+      loss = mean_i (1/(V − 1)) Σ_{v≠c_i} −(1/B) Σ_b Σ_k
+             q_c,bk log softmax(scores[v, b]/τ)_k.
 
   Under a sharded ``jax.jit`` the Sinkhorn sums run over the global batch
   (and the global queue), as the official all-reduces do.
