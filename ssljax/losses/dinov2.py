@@ -6,8 +6,9 @@ distribution of each global crop and the student's of every other crop, the
 iBOT cross-entropy on masked patches (`ssljax.losses.ibot`), and the KoLeo
 regulariser on the student's backbone class token (`ssljax.losses.koleo`).
 The teacher's distributions are centred either by Sinkhorn-Knopp
-(`ssljax.losses.sinkhorn_knopp`, the default of both papers) or by DINO's
-EMA centre and a softmax. DINOv3 (Siméoni et al. 2025) keeps the three terms
+(`ssljax.losses.sinkhorn_knopp`: DINOv2's ViT-L/14 and ViT-g/14 recipes,
+the only choice DINOv3 accepts) or by DINO's EMA centre and a softmax
+(DINOv2's default config). DINOv3 (Siméoni et al. 2025) keeps the three terms
 and adds Gram anchoring (`gram_anchoring`): the student's patch-to-patch
 cosine similarities are pulled towards those of an earlier "Gram teacher".
 
@@ -134,8 +135,8 @@ def dinov2_terms(
       Σ masks = M.
     backbone_cls: (2, B, D) student backbone class tokens (before the head)
       of the global crops, for KoLeo.
-    centering: "sinkhorn_knopp" (default, the only one DINOv3 allows) or
-      "centering".
+    centering: "sinkhorn_knopp" (default here; DINOv2's large recipes, the
+      only one DINOv3 allows) or "centering" (DINOv2's default config).
     teacher_temperature: τ_t > 0 (official 0.04 warmed up to 0.07); may be
       traced.
     dino_center, ibot_center: (K,) centres, required with "centering" and
