@@ -42,14 +42,18 @@ class _Network(nn.Module):
   dtype: jnp.dtype = jnp.float32
 
   def setup(self):
-    self.last_layer = nn.Dense(self.num_prototypes, use_bias=False,
-                               dtype=self.dtype)
+    # Scores in float32 at least: Sinkhorn-Knopp divides them by ε = 0.05.
+    self.last_layer = nn.Dense(
+        self.num_prototypes, use_bias=False,
+        dtype=jnp.promote_types(self.dtype, jnp.float32))
 
   def __call__(self, x, train: bool = True) -> dict:
     h = self.encoder(x, train=train)
-    f = self.projector(h, train=train).astype(jnp.float32)
+    f = self.projector(h, train=train)
+    f = f.astype(jnp.promote_types(f.dtype, jnp.float32))  # bf16 -> f32
     e = f / jnp.maximum(jnp.linalg.norm(f, axis=-1, keepdims=True), 1e-12)
-    return {"h": h, "e": e, "z": self.last_layer(e).astype(jnp.float32)}
+    z = self.last_layer(e)
+    return {"h": h, "e": e, "z": z.astype(e.dtype)}
 
   def represent(self, x, train: bool = False):
     """The encoder output h (B, D) alone."""
@@ -159,13 +163,15 @@ class Method(single_network.SingleNetworkMethod):
     use = started & (rows >= length)
     kernel = jax.lax.stop_gradient(params["last_layer"]["kernel"])
     queue_scores = jnp.einsum("aqf,fk->aqk", queue_AxQxF,
-                              kernel.astype(jnp.float32))
+                              kernel.astype(queue_AxQxF.dtype))
     loss = jnp.where(use, form(scores, queue_scores, **self.hparams),
                      form(scores, None, **self.hparams))
     assign = tuple(self.hparams.get("crops_for_assign", (0, 1)))
     embeddings = jax.lax.stop_gradient(student.stack(outs, "e"))
-    pushed = jnp.stack([jnp.concatenate([embeddings[c], queue_AxQxF[i]])
-                        [:length] for i, c in enumerate(assign)])
+    pushed = jnp.stack([
+        jnp.concatenate([embeddings[c].astype(queue_AxQxF.dtype),
+                         queue_AxQxF[i]])[:length]
+        for i, c in enumerate(assign)])
     new["queue"] = jnp.where(started, pushed, queue_AxQxF)
     new["queue_rows"] = jnp.where(started, jnp.minimum(rows + b, length),
                                   rows)
