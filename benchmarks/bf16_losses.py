@@ -69,6 +69,11 @@ CASES = {
         x["p1"], x["p2"], x["z1"], x["z2"], x["queue"]),
     "dino": lambda x: losses.dino(x["student"], x["student"][:2] * 0.5,
                                   jnp.zeros((K,), x["student"].dtype)),
+    # SwAV scores are cosines (|s| <= 1): the logits divided by 10.
+    "swav": lambda x: losses.swav(x["student"] / 10),
+    "koleo": lambda x: losses.koleo(x["z1"]),
+    "gram_anchoring": lambda x: losses.gram_anchoring(
+        x["student"][:2], x["student"][2:]),
 }
 
 

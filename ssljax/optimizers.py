@@ -7,8 +7,9 @@ Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 ``weight_decay_schedule`` ("constant" | "cosine", to
 ``final_weight_decay``), ``schedule_scale`` (the schedules run over
 ``schedule_scale`` × the run's steps), optionally
-``freeze_last_layer_epochs`` and ``frozen_adam_count`` (DINO) and, for LARS
-only, ``lars.momentum`` and ``lars.trust_coefficient``.
+``freeze_last_layer_epochs`` (DINO, SwAV), ``frozen_adam_count`` (DINO) and
+``normalize_last_layer`` (SwAV) and, for LARS only, ``lars.momentum`` and
+``lars.trust_coefficient``.
 
 The options exist because the official codes differ in them, and a
 re-implementation that fixes one choice drifts from the others' steps:
@@ -27,6 +28,7 @@ import optax
 
 __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
            "hold_while", "clip_by_tensor_norm", "cosine_schedule",
+           "unit_columns_after",
            "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
            "FROZEN_ADAM_COUNTS"]
 
@@ -219,6 +221,48 @@ def freeze_while(num_steps: int, mask) -> optax.GradientTransformation:
   return optax.GradientTransformation(init, update)
 
 
+def unit_columns_after(mask) -> optax.GradientTransformation:
+  """Updates after which the masked kernels have unit-norm columns.
+
+  Last in a chain, it turns each masked update u of a 2-D parameter p into
+  normalize(p + u) − p, normalize scaling every column (one output unit of
+  a (in, out) kernel) to L2 norm 1, so the parameter after the step is the
+  normalised one; an all-zero update (a frozen layer) stays zero. SwAV
+  normalises its prototypes at the start of every iteration, before the
+  forward pass and the optimiser step (Caron et al. 2020, arXiv
+  2006.09882, official main_swav.py); keeping them normalised after each
+  step, and at initialisation, gives the same iterates.
+
+  Args:
+    mask: pytree of bools like the params, or a function params -> such;
+      masked leaves must be 2-D.
+
+  Returns:
+    an optax GradientTransformation without state; its update needs params.
+  """
+  def init(params):
+    del params
+    return optax.EmptyState()
+
+  def update(updates, state, params=None):
+    if params is None:
+      raise ValueError("unit_columns_after needs the params in update()")
+    flags = mask(params) if callable(mask) else mask
+
+    def project(u, p, m):
+      if not m:
+        return u
+      new = p + u
+      norms = jnp.sqrt(jnp.sum(new * new, axis=0, keepdims=True))
+      # A zero update (a frozen layer) stays zero: p is already normalised.
+      return jnp.where(jnp.any(u != 0), new / jnp.maximum(norms, 1e-12) - p,
+                       jnp.zeros_like(u))
+
+    return jax.tree.map(project, updates, params, flags), state
+
+  return optax.GradientTransformation(init, update)
+
+
 def create_optimizer(optim: ml_collections.ConfigDict,
                      learning_rate_fn, steps_per_epoch: int = 1,
                      total_steps: int | None = None
@@ -237,19 +281,21 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     `cosine_schedule` from ``weight_decay`` to ``final_weight_decay`` over
     `schedule_steps` (DINO's and I-JEPA's 0.04 -> 0.4); "constant" (the
     default when the field is absent): ``weight_decay`` throughout.
-  * ``freeze_last_layer_epochs`` > 0 (DINO): the parameters named
+  * ``freeze_last_layer_epochs`` > 0 (DINO, SwAV): the parameters named
     ``last_layer*`` do not move during that many epochs (`freeze_while`;
     no weight decay either). ``frozen_adam_count`` says what Adam's step
     count does for them meanwhile: "advance" (optax's one count for all
     parameters) or "hold" (AdamW only; PyTorch's per-parameter count, which
     skips a parameter without gradient: `hold_while`).
+  * ``normalize_last_layer`` (SwAV's prototypes): the 2-D ``last_layer*``
+    kernels end every step with unit-norm columns (`unit_columns_after`).
 
   Args:
     optim: ``config.optim``: ``name`` ("adamw" | "lars"), ``weight_decay``,
       ``clip_grad_norm`` (float >= 0, 0: no clipping); optionally
       ``clip_mode``, ``weight_decay_schedule``, ``final_weight_decay``,
       ``schedule_scale``, ``freeze_last_layer_epochs`` (float >= 0),
-      ``frozen_adam_count``; for "lars" also ``lars.momentum`` (heavy-ball
+      ``frozen_adam_count``, ``normalize_last_layer`` (bool); for "lars" also ``lars.momentum`` (heavy-ball
       momentum in [0, 1)) and ``lars.trust_coefficient`` (η of the
       layer-wise trust ratio, > 0).
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
@@ -324,6 +370,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   if freeze_steps > 0:
     chain = [freeze_while(freeze_steps, _last_layer_mask), tx,
              freeze_while(freeze_steps, _last_layer_mask)]
+  if optim.get("normalize_last_layer", False):
+    chain.append(unit_columns_after(
+        lambda params: jax.tree.map(lambda m, p: m and p.ndim == 2,
+                                    _last_layer_mask(params), params)))
   clip = optim.get("clip_grad_norm", 0.0)
   if clip:
     chain.insert(0, optax.clip_by_global_norm(clip) if clip_mode == "global"

@@ -69,7 +69,7 @@ def test_every_shipped_config_and_variant_is_valid(name):
     ("mocov3:teacher.final_momentum", -0.1, "[0.0, 1.0]"),
     ("dino:loss.center_momentum", 2.0, "[0.0, 1.0]"),
     ("graph.kind", "knn", "'views'"),
-    ("method", "swav", "'vicreg'"),
+    ("method", "swaw", "'vicreg'"),
     ("loss.var_weight", -1.0, ">= 0"),
 ])
 def test_bad_value_named_with_what_is_allowed(path, value, allowed):

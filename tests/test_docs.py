@@ -63,7 +63,8 @@ def test_build_strict(site):
     assert page in pages, (page, pages)
   losses = (site / "api" / "losses.html").read_text()
   for name in ["vicreg_two_view", "simclr_terms", "spectral_contrastive_two_view",
-               "frossl_terms", "wmse_two_view", "edge_vic2_terms"]:
+               "frossl_terms", "wmse_two_view", "edge_vic2_terms",
+               "sinkhorn_knopp", "swav", "dinov2_terms", "gram_anchoring"]:
     assert f'id="ssljax.losses.{name}"' in losses, name
 
 

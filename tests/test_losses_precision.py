@@ -104,6 +104,22 @@ def _lejepa_graph(f):
                      directions=x["directions"], **LEJEPA)
 
 
+# iBOT / DINOv2: 5 masked patches over the 2B = 16 global crops of 3 patches.
+IBOT_MASKS = jnp.asarray(np.isin(np.arange(48), [0, 4, 5, 20, 46])
+                         .reshape(16, 3))
+
+
+def _dinov2_terms(centering):
+  def case(x):
+    s = x["student"]
+    kwargs = ({} if centering == "sinkhorn_knopp" else
+              {"dino_center": x["center"], "ibot_center": x["center"]})
+    return losses.dinov2_terms(
+        s[:2], s[2:], 0.5 * s[:2], x["p1"][:5], x["p2"][:5], IBOT_MASKS,
+        s[:2], centering=centering, teacher_temperature=0.07, **kwargs)
+  return case
+
+
 def _nnclr_graph(x):
   g = losses.support_knn_graph(x["z1"], x["queue"])
   return losses.nnclr_graph(x["p1"], x["queue"], g)
@@ -201,6 +217,20 @@ CASES = {
     "paper_minibatch_loss": lambda x: pairwise.paper_minibatch_loss(
         x["z"], G_2B, PAIR_W),
     "vic2_offset_loss": lambda x: pairwise.vic2_offset_loss(x["z"], G_2B),
+    "sinkhorn_knopp": lambda x: losses.sinkhorn_knopp(x["z1"],
+                                                      temperature=0.05),
+    "swav": lambda x: losses.swav(x["student"]),
+    "swav:queue": lambda x: losses.swav(
+        x["student"], queue=jnp.stack([x["queue"], x["queue"]])),
+    "koleo": lambda x: losses.koleo(x["z1"]),
+    "ibot": lambda x: losses.ibot(x["p1"][:5], jax.nn.softmax(x["p2"][:5]),
+                                  IBOT_MASKS),
+    "dinov2_terms": _dinov2_terms("sinkhorn_knopp"),
+    "dinov2_terms:centering": _dinov2_terms("centering"),
+    "gram_anchoring": lambda x: losses.gram_anchoring(x["patches"],
+                                                      0.5 * x["patches"]),
+    "gram_anchoring:img_level": lambda x: losses.gram_anchoring(
+        x["patches"], x["patches"] + 1.0, img_level=True, remove_neg=True),
 }
 
 # Cases whose functions compute no matrix product (elementwise maths, graph
@@ -210,7 +240,7 @@ NO_PRODUCT = {"ijepa", "target_layer_norm", "mae", "normalize_patches",
               "dino_crops_graph", "lejepa_crops_graph",
               "dino_teacher_temperature", "dino_center_update",
               "sigreg_directions", "byol", "simsiam", "simsiam_two_view",
-              "byol_two_view"}
+              "byol_two_view", "sinkhorn_knopp", "ibot"}
 # Not differentiable (keys, integer graph builders): value jaxpr only.
 NO_GRAD = {"dino_crops_graph", "lejepa_crops_graph", "sigreg_directions"}
 

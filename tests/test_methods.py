@@ -122,7 +122,7 @@ def _problems(config):
 
 
 @pytest.mark.parametrize("name, overrides, match", [
-    ("vicreg", {"method": "swav"}, "config.method='swav': must be one of"),
+    ("vicreg", {"method": "swaw"}, "config.method='swaw': must be one of"),
     ("mocov3", {"loss.form": "graph"}, "loss.form='graph': must be one of"),
     ("vicreg", {"loss.form": "pairs"}, "config.loss.form='pairs'"),
     ("vicreg", {"views.num_global": 3}, "needs 2 views"),
@@ -198,10 +198,10 @@ def test_only_methods_with_an_edge_estimate_take_form_graph_on_edges():
 def test_registry_lists_every_method_module():
   assert methods.available() == sorted([
       "barlow_twins", "byol", "dino", "frossl", "ijepa", "lejepa", "mae",
-      "mocov3", "nnclr", "simclr", "simsiam", "spectral_contrastive", "vicreg",
-      "wmse"])
-  with pytest.raises(ValueError, match="unknown method 'swav'"):
-    methods.get("swav")
+      "mocov3", "nnclr", "simclr", "simsiam", "spectral_contrastive", "swav",
+      "vicreg", "wmse"])
+  with pytest.raises(ValueError, match="unknown method 'swaw'"):
+    methods.get("swaw")
 
 
 # The ViT methods' protocol runs compile a transformer op by op (~3 min each
@@ -209,7 +209,8 @@ def test_registry_lists_every_method_module():
 # tests/test_sharding.py and tests/test_masked_methods.py.
 @pytest.mark.parametrize("name", sorted([
     "barlow_twins", "byol", "dino", "frossl", "mocov3",
-    "nnclr", "simclr", "simsiam", "spectral_contrastive", "vicreg", "wmse"]) + [
+    "nnclr", "simclr", "simsiam", "spectral_contrastive", "swav", "vicreg",
+    "wmse"]) + [
         pytest.param(m, marks=pytest.mark.slow)
         for m in (*MASKED_VIT, "lejepa")])
 def test_protocol(name):

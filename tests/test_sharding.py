@@ -69,6 +69,8 @@ CASES = (
     ("dino", "graph", 4, "views"),
     ("nnclr", "two_view", 2, "views"),
     ("nnclr", "graph", 2, "views"),
+    # SwAV: Sinkhorn-Knopp sums over the global batch, the queue's pushes.
+    ("swav", "multi_crop", 4, "views"),  # 2 global + 2 local crops
     # LeJEPA: SIGReg's characteristic function is a mean over the global
     # batch (lightly once scaled its gradient by 1/world_size), the
     # directions are drawn from (seed, step) on every device.
@@ -215,7 +217,7 @@ def _config(method, form, views, graph):
     config.model.encoder = "mlp"
     config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
   config.loss.form, config.views.num_global = form, views
-  if method in ("dino", "lejepa"):  # 2 global crops, the rest local
+  if method in ("dino", "lejepa", "swav"):  # 2 global crops, the rest local
     config.views.num_global, config.views.num_local = 2, views - 2
     config.views.local_size = 28
   if "graph" in config:

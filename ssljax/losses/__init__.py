@@ -113,3 +113,12 @@ from ssljax.losses.mae import normalize_patches  # noqa: E402
 
 __all__ += ["ijepa", "target_layer_norm",  # predictive: I-JEPA, MAE
             "mae", "normalize_patches"]
+from ssljax.losses.dinov2 import dinov2_terms  # noqa: E402
+from ssljax.losses.dinov2 import gram_anchoring  # noqa: E402
+from ssljax.losses.ibot import ibot  # noqa: E402
+from ssljax.losses.koleo import koleo  # noqa: E402
+from ssljax.losses.sinkhorn import sinkhorn_knopp  # noqa: E402
+from ssljax.losses.swav import swav  # noqa: E402
+
+__all__ += ["sinkhorn_knopp", "swav",  # Sinkhorn-Knopp codes: SwAV, DINOv2/v3
+            "koleo", "ibot", "dinov2_terms", "gram_anchoring"]

@@ -11,8 +11,8 @@ run; ``config_problems(config)`` runs its config checks.
 Methods: joint-embedding losses of the embeddings and a graph (vicreg,
 simclr, barlow_twins, spectral_contrastive, frossl, wmse;
 `ssljax.methods.joint_embedding`), the teacher–student / predictor
-methods (byol, simsiam, mocov3, dino, nnclr), LeJEPA (lejepa: invariance
-plus SIGReg, no teacher) and the masked-token ViT methods (ijepa, mae;
+methods (byol, simsiam, mocov3, dino, nnclr), SwAV (swav: Sinkhorn-Knopp
+codes over prototypes), LeJEPA (lejepa: invariance plus SIGReg, no teacher) and the masked-token ViT methods (ijepa, mae;
 `ssljax.methods.masked_vit`).
 
 Adding a method = one module here (the registry finds it) + its config +
