@@ -6,10 +6,10 @@ Sources: I-JEPA (Assran et al. 2023, arXiv 2301.08243, §4 and App. A;
 facebookresearch/ijepa configs/in1k_vith14_ep300.yaml and src/masks/
 multiblock.py); MAE (He et al. 2022, arXiv 2111.06377, App. A.1 Table 8;
 facebookresearch/mae PRETRAIN.md, models_mae.py).
-Library differences: the I-JEPA target-encoder momentum follows a cosine
-from 0.996 to 1 (official: linear) and the weight decay is constant
-(official I-JEPA: 0.04 -> 0.4 on a cosine); AdamW keeps optax's β2 0.999
-(official MAE: 0.95).
+I-JEPA as the official code: the target-encoder momentum on a line from
+0.996 to 1, the weight decay 0.04 -> 0.4 on a cosine (ipe_scale 1.0, as
+in every official config). Library difference: AdamW keeps optax's
+β2 0.999 (official MAE: 0.95).
 """
 
 from ml_collections import config_dict
@@ -61,7 +61,7 @@ def set_method(c: config_dict.ConfigDict, method: str, *,
     c.optim.weight_decay = 0.04  # weight_decay 0.04
     c.optim.weight_decay_schedule = "cosine"
     c.optim.final_weight_decay = 0.4  # final_weight_decay 0.4
-    c.optim.schedule_scale = 1.25  # ipe_scale 1.25
+    c.optim.schedule_scale = 1.0  # ipe_scale 1.0
     c.optim.end_lr_factor = 1e-6 / 1e-3  # final_lr 1e-6
   else:
     c.loss.form = "mse"

@@ -124,7 +124,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.weight_decay_schedule = "constant"
   c.optim.final_weight_decay = 0.0  # read only with the cosine schedule
   # The lr, weight-decay and EMA schedules run over schedule_scale x the
-  # run's steps (I-JEPA's official ipe_scale 1.25 stops at 80 % of them).
+  # run's steps (I-JEPA's ipe_scale: 1.25 would stop a run at 80 % of them;
+  # its official configs use 1.0).
   c.optim.schedule_scale = 1.0
   # LARS only: read when optim.name == "lars", ignored by adamw.
   c.optim.lars = config_dict.ConfigDict()

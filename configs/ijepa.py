@@ -62,13 +62,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.jitter_prob = 0.0
   c.views.erase_prob = 0.0
   # Official AdamW: lr 1e-3 at batch 2048 (1.25e-4 per 256), weight decay
-  # 0.04 rising to 0.4 on a cosine (CosineWDSchedule), every schedule over
-  # ipe_scale = 1.25 x the run's steps.
+  # 0.04 rising to 0.4 on a cosine (CosineWDSchedule); the official configs'
+  # ipe_scale is 1.0 (optim.schedule_scale, common.py).
   c.optim.learning_rate = 1.25e-4
   c.optim.weight_decay = 0.04
   c.optim.weight_decay_schedule = "cosine"
   c.optim.final_weight_decay = 0.4
-  c.optim.schedule_scale = 1.25
   if arg == "smoke":
     c.model.encoder_kwargs.update(dict(hidden_dim=8, depth=2, num_heads=2))
     c.model.jepa_predictor = config_dict.ConfigDict(dict(

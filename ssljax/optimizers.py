@@ -14,8 +14,9 @@ Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 The options exist because the official codes differ in them, and a
 re-implementation that fixes one choice drifts from the others' steps:
 DINO clips each tensor's gradient norm and ramps the weight decay from 0.04
-to 0.4 on a cosine; I-JEPA ramps it too and stretches every schedule by
-``ipe_scale`` = 1.25; PyTorch's AdamW skips a parameter without gradient,
+to 0.4 on a cosine; I-JEPA ramps it too and can stretch every schedule by
+``ipe_scale`` (1.25 by its code's default, 1.0 in its configs); PyTorch's
+AdamW skips a parameter without gradient,
 so DINO's frozen last layer starts its Adam step count when it thaws.
 """
 
@@ -44,8 +45,9 @@ def schedule_steps(optim: ml_collections.ConfigDict, total_steps: int) -> int:
   """The length of the run's schedules: ``optim.schedule_scale`` (>= 1,
   default 1) × ``total_steps``, truncated to an int as I-JEPA's
   ``int(ipe_scale * num_epochs * ipe)`` (Assran et al. 2023, arXiv
-  2301.08243, official ``ipe_scale``: with 1.25 a run stops at 80 % of its
-  learning-rate, weight-decay and EMA schedules)."""
+  2301.08243, official ``ipe_scale``: with 1.25, its code's default, a run
+  stops at 80 % of its learning-rate, weight-decay and EMA schedules; its
+  configs use 1.0)."""
   return int(optim.get("schedule_scale", 1.0) * total_steps)
 
 

@@ -82,17 +82,21 @@ def _peak_lr(config):
   fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
                                           steps_per_epoch, total)
   warmup = int(config.optim.warmup_epochs * steps_per_epoch)
-  # The end of the schedule (past the run's last step with I-JEPA's
-  # ipe_scale; test_ijepa_run_stops_at_80_percent_of_its_schedules).
+  # The end of the schedule (past the run's last step when
+  # optim.schedule_scale > 1; test_schedule_scale_stops_a_run_inside_...).
   return (float(fn(warmup)),
           float(fn(optimizers.schedule_steps(config.optim, total))))
 
 
-def test_ijepa_run_stops_at_80_percent_of_its_schedules():
-  # Official I-JEPA: WarmupCosineSchedule and CosineWDSchedule have
-  # T_max = int(ipe_scale * epochs * ipe), ipe_scale 1.25, so the last step
-  # of the run reads them at 80 %; the EMA line stops at 0.996 + 0.8 * 0.004.
+def test_schedule_scale_stops_a_run_inside_its_schedules():
+  # I-JEPA's ipe_scale: WarmupCosineSchedule and CosineWDSchedule have
+  # T_max = int(ipe_scale * epochs * ipe), so with 1.25 (its code's
+  # default; its configs use 1.0) the last step reads them at 80 %, and the
+  # EMA line stops at 0.996 + 0.8 * 0.004.
   config = _config("imagenet_vit", "ijepa")
+  assert config.optim.schedule_scale == 1.0
+  assert config.teacher.schedule == "linear"
+  config.optim.schedule_scale = 1.25
   steps_per_epoch = 100
   total = int(config.epochs * steps_per_epoch)
   fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
@@ -103,12 +107,11 @@ def test_ijepa_run_stops_at_80_percent_of_its_schedules():
   progress = (total - warmup) / t_max
   official = final + (ref - final) * 0.5 * (1 + np.cos(np.pi * progress))
   assert float(fn(total)) == pytest.approx(official, rel=1e-5)
-  assert config.teacher.schedule == "linear"
-  momentum = ema.momentum("linear", total,
-                          optimizers.schedule_steps(config.optim, total),
-                          base=0.996, final=1.0)
+  momentum = ema.momentum("linear", total, 1.25 * total, base=0.996,
+                          final=1.0)
   assert float(momentum) == pytest.approx(0.996 + 0.8 * 0.004, abs=1e-7)
-  wd = optimizers.cosine_schedule(0.04, 0.4, int(1.25 * total))(total)
+  wd = optimizers.cosine_schedule(
+      0.04, 0.4, optimizers.schedule_steps(config.optim, total))(total)
   assert float(wd) == pytest.approx(
       0.4 + (0.04 - 0.4) * 0.5 * (1 + np.cos(np.pi * 0.8)), rel=1e-6)
 
