@@ -221,7 +221,7 @@ def _vit_torch(encoder, variables, image_size: int, channels: int):
   out["patch_embed.proj.bias"] = np.asarray(params["patch_embed"]["bias"])
   if encoder.class_token:
     out["cls_token"] = np.asarray(params["cls_token"])
-  out["pos_embed"] = np.ascontiguousarray(pos, np.float32)
+  out["pos_embed"] = np.ascontiguousarray(pos)  # the parameter's dtype
   for i in range(encoder.depth):
     ours, theirs = params[f"block_{i}"], f"blocks.{i}"
     for norm in ("norm1", "norm2"):

@@ -63,7 +63,8 @@ def cosine_momentum(step, total_steps, *, base: float = 0.996,
     final: τ at k = K, in [0, 1] (1.0 in BYOL).
 
   Returns:
-    0-d float32 array.
+    0-d array of the default float dtype (float32; float64 with x64 on,
+    so that float64 runs take the schedule in float64).
 
   Raises:
     ValueError: if (concrete values only) base or final is outside [0, 1],
@@ -81,11 +82,11 @@ def cosine_momentum(step, total_steps, *, base: float = 0.996,
   if checks.is_concrete(total_steps):
     if jnp.ndim(total_steps) != 0 or not float(total_steps) >= 1:
       raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
-  k = jnp.clip(jnp.asarray(step, jnp.float32), 0.0,
-               jnp.asarray(total_steps, jnp.float32))
-  base = jnp.asarray(base, jnp.float32)
-  final = jnp.asarray(final, jnp.float32)
-  frac = (jnp.cos(math.pi * k / jnp.asarray(total_steps, jnp.float32)) + 1) / 2
+  k = jnp.clip(jnp.asarray(step, float), 0.0,
+               jnp.asarray(total_steps, float))
+  base = jnp.asarray(base, float)
+  final = jnp.asarray(final, float)
+  frac = (jnp.cos(math.pi * k / jnp.asarray(total_steps, float)) + 1) / 2
   return final - (final - base) * frac
 
 
@@ -106,7 +107,8 @@ def linear_momentum(step, total_steps, *, base: float = 0.996,
       denominator).
 
   Returns:
-    0-d float32 array.
+    0-d array of the default float dtype (float32; float64 with x64 on,
+    so that float64 runs take the schedule in float64).
 
   Raises:
     ValueError: as `cosine_momentum`.
@@ -120,10 +122,10 @@ def linear_momentum(step, total_steps, *, base: float = 0.996,
   if checks.is_concrete(total_steps):
     if jnp.ndim(total_steps) != 0 or not float(total_steps) >= 1:
       raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
-  total = jnp.asarray(total_steps, jnp.float32)
-  k = jnp.clip(jnp.asarray(step, jnp.float32), 0.0, total)
-  base = jnp.asarray(base, jnp.float32)
-  final = jnp.asarray(final, jnp.float32)
+  total = jnp.asarray(total_steps, float)
+  k = jnp.clip(jnp.asarray(step, float), 0.0, total)
+  base = jnp.asarray(base, float)
+  final = jnp.asarray(final, float)
   return base + k * (final - base) / total
 
 
