@@ -35,8 +35,20 @@ def test_cosine_momentum_is_monotone_and_jit_able():
   np.testing.assert_allclose(np.asarray(taus)[[0, 10, 20]], eager, atol=1e-7)
 
 
-def test_cosine_momentum_under_x64_stays_float32(x64):
-  assert ema.cosine_momentum(jnp.asarray(3), 10).dtype == jnp.float32
+def test_momentum_follows_the_default_float_dtype(x64):
+  # Under x64 (the float64 step comparisons) τ_k is float64, to float64
+  # rounding of the formula; a float32 teacher stays float32 when moved by
+  # it (ema_update casts per leaf).
+  for schedule, want in (
+      ("cosine", 1.0 - 0.004 * (np.cos(np.pi * 3 / 10) + 1) / 2),
+      ("linear", 0.996 + 3 * 0.004 / 10)):
+    tau = ema.momentum(schedule, jnp.asarray(3, jnp.int32), 10)
+    assert tau.dtype == jnp.float64
+    assert abs(float(tau) - want) < 1e-15
+  teacher = {"w": jnp.ones((2,), jnp.float32)}
+  moved = ema.ema_update(teacher, {"w": jnp.zeros((2,), jnp.float32)},
+                         ema.cosine_momentum(3, 10))
+  assert moved["w"].dtype == jnp.float32
 
 
 def test_ema_update_against_formula():
