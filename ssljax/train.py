@@ -166,6 +166,37 @@ def make_mesh(devices=None):
 
 
 # --------------------------------------------------------------------- main --
+def _check_batch_size(config: ml_collections.ConfigDict, num_train: int,
+                     num_devices: int) -> None:
+  """Refuses a ``config.batch_size`` the opened train split cannot serve.
+
+  Called once the train source is open (its length known) and before any
+  JAX work: a batch larger than the split gives no full batch per epoch,
+  and a batch not divisible by the devices cannot be sharded.
+
+  Args:
+    config: the run's ConfigDict (``batch_size``, ``dataset``).
+    num_train: the number of images in the train split (>= 0).
+    num_devices: ``jax.device_count()``.
+
+  Raises:
+    ssljax.config_validation.ConfigError: one line naming
+      ``config.batch_size``, the split's size and what to change
+      (`ssljax.main` prints it as one line, exit status 2).
+  """
+  d, batch = config.dataset, config.batch_size
+  if batch > num_train:
+    where = f" in {d.data_dir!r}" if d.get("data_dir") else ""
+    raise config_validation.ConfigError(
+        f"config.batch_size={batch}: larger than the {num_train} images of "
+        f"split {d.train_split!r} of dataset {d.name!r}{where}; give "
+        f"--config.batch_size <= {num_train} or more images")
+  if batch % num_devices:
+    raise config_validation.ConfigError(
+        f"config.batch_size={batch}: must be divisible by the {num_devices} "
+        "devices")
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
                        defaults: ml_collections.ConfigDict | None = None,
                        validated: bool = False) -> dict:
@@ -185,7 +216,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
 
   Raises:
     ssljax.config_validation.ConfigError: a config field has a bad type,
-      range or name (a ValueError; one line naming each field).
+      range or name (a ValueError; one line naming each field), or a
+      batch_size the train split cannot serve (`_check_batch_size`).
     ssljax.data.DatasetUnavailableError: the dataset is not available.
     FloatingPointError: the loss or a gradient became non-finite.
     ssljax.checkpoints.CheckpointRestoreError: checkpoints exist under
@@ -208,14 +240,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     config_validation.validate(config, defaults=defaults)
   compilation_cache.enable(config.get("compilation_cache_dir", "auto"))
   compilation_cache.use_threefry_gpu_kernel()
+  # Data, and the batch size against it, before anything is written.
+  train_source, test_source = inputs.open_sources(config)
+  _check_batch_size(config, len(train_source), jax.device_count())
+  spec = data.view_spec(config.views)  # the views, once for the whole run
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(config.to_json(indent=2))
-
-  # Data.
-  train_source, test_source = inputs.open_sources(config)
-  spec = data.view_spec(config.views)  # the views, once for the whole run
   steps_per_epoch = data.steps_per_epoch(len(train_source), config.batch_size)
   total_steps = (config.num_steps if config.num_steps > 0
                  else int(config.epochs * steps_per_epoch))
@@ -223,9 +255,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   # Mesh: batch sharded over every device, parameters replicated.
   mesh = make_mesh()
   replicated = NamedSharding(mesh, P())
-  if config.batch_size % jax.device_count():
-    raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
-                     f"{jax.device_count()} devices")
 
   # Method, optimiser, state; the networks are initialised at the global
   # view size.
