@@ -50,6 +50,7 @@ __getattr__ = deprecation.moved_names(__name__, {
 def train_step(state: train_state.TrainState, batch: dict, *,
                spec: data.ViewSpec, seed: int = 0, total_steps: int = 1,
                steps_per_epoch: int = 1, probe_tx=None,
+               probe_features: str = "inference",
                on_nonfinite: str = "stop"):
   """One optimiser step of ``state.method`` on a batch; the same for every
   method.
@@ -60,7 +61,10 @@ def train_step(state: train_state.TrainState, batch: dict, *,
   state), the optimiser, ``method.after_update`` (e.g. the EMA teacher), and,
   if the state has one, one step of the online probe on the stop-gradient
   representation of the first global view, with its own optimiser: no
-  gradient reaches the encoder.
+  gradient reaches the encoder. That representation is, by
+  ``probe_features``, the evaluated one (``state.representation`` of the
+  view before this step's update, BatchNorm in inference mode: one more
+  forward pass) or the training forward pass's (`ssljax.online_probe`).
 
   Args:
     state: `ssljax.train_state.TrainState` (replicated).
@@ -78,6 +82,8 @@ def train_step(state: train_state.TrainState, batch: dict, *,
       schedules).
     probe_tx: optax optimiser of the online probe
       (`ssljax.online_probe.create_optimizer`).
+    probe_features: "inference" | "train_forward", what the online probe
+      trains on (`ssljax.online_probe.FEATURES`).
     on_nonfinite: "stop" (the host stops the run) | "skip": a step whose
       loss terms or gradients are not all finite keeps the old state
       (`ssljax.faults.skip_nonfinite`) and reports "skipped" = 1.
@@ -107,8 +113,10 @@ def train_step(state: train_state.TrainState, batch: dict, *,
   metrics = {**aux.metrics, **schedule_metrics,
              "grad_norm": optax.tree.norm(grads)}
   if state.probe and "labels" in batch:
+    h = (aux.representation if probe_features == "train_forward" else
+         state.representation(jax.lax.stop_gradient(views[0])))
     probe, probe_metrics = online_probe.update(
-        state.probe, aux.representation, batch["labels"], probe_tx)
+        state.probe, h, batch["labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
   if on_nonfinite == "skip":
@@ -134,11 +142,13 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
   spec = data.view_spec(config.views) if spec is None else spec
   if probe_tx is None:
     probe_tx = online_probe.create_optimizer(config)
+  probe_options = online_probe.options(config) or online_probe.DEFAULTS
   replicated = NamedSharding(mesh, P())
   return jax.jit(
       functools.partial(train_step, spec=spec, seed=config.seed,
                         total_steps=total_steps,
                         steps_per_epoch=steps_per_epoch, probe_tx=probe_tx,
+                        probe_features=probe_options["features"],
                         on_nonfinite=config.train.on_nonfinite),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
