@@ -291,6 +291,14 @@ def _evals_problems(config) -> list[str]:
     return [f"config.{e}"]
   num_global = config.get("views", {}).get("num_global", 2)
   problems = []
+  from ssljax import online_probe  # pylint: disable=import-outside-toplevel
+  probe = online_probe.options(config)
+  if probe is not None and probe["features"] not in online_probe.FEATURES:
+    name = next(n for n, e in config.evals.items()
+                if e is not None and e.get("type") == "online_probe")
+    problems.append(f"config.evals.{name}.features={probe['features']!r}: "
+                    "must be one of "
+                    + ", ".join(map(repr, online_probe.FEATURES)))
   for name, entry in config.evals.items():
     if entry is None:
       continue

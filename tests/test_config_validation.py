@@ -383,3 +383,16 @@ def test_batch_larger_than_an_array_split_is_refused():
   with pytest.raises(config_validation.ConfigError, match="divisible by the 3"):
     train._check_batch_size(config, 100, 3)  # pylint: disable=protected-access
   train._check_batch_size(config, 64, 2)  # pylint: disable=protected-access
+
+
+def test_online_probe_features_checked_before_the_data():
+  config = _config("vicreg")
+  with config.unlocked():
+    config.evals.online_probe.features = "train_forward"
+  config_validation.validate(config)
+  with config.unlocked():
+    config.evals.online_probe.features = "clean"
+  with pytest.raises(config_validation.ConfigError,
+                     match=r"config.evals.online_probe.features='clean': "
+                           r"must be one of 'inference', 'train_forward'"):
+    config_validation.validate(config)
