@@ -339,8 +339,10 @@ def main(argv=None) -> int:
         failed |= rc != 0
       records[config][seed] = read_run(results)
   table = summarise(records)
+  # The command that ran the runs (--table-only only reads them).
   command = "python benchmarks/methods.py " + shlex.join(
-      sys.argv[1:] if argv is None else argv)
+      a for a in (sys.argv[1:] if argv is None else argv)
+      if a != "--table-only")
   document = page(table, skipped, command=command, machine_line=machine(),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime(
                       "%Y-%m-%d %H:%M UTC"), epochs=args.epochs)

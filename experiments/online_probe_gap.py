@@ -64,6 +64,8 @@ def decompose(workdir: str) -> dict:
     ValueError: the run has no online probe or no recorded accuracies.
     ssljax.pretrained.PretrainedLoadError: no readable checkpoint.
   """
+  # Absolute: orbax reads no checkpoint metadata under a relative path.
+  workdir = os.path.abspath(workdir)
   with open(os.path.join(workdir, "results.json")) as f:
     results = json.load(f)
   evals = results.get("evals", {})
