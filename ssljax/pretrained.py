@@ -198,7 +198,8 @@ def _read_config(workdir: str) -> ml_collections.ConfigDict:
 def _restore_step(step_dir: str, sharding) -> dict:
   """{"params", "method_state"} of one step, read without the rest
   (orbax's partial restore), placed with ``sharding``."""
-  item_dir = os.path.join(step_dir, "default")
+  # Absolute: under a relative path orbax reads no tree metadata (None).
+  item_dir = os.path.join(os.path.abspath(step_dir), "default")
   checkpointer = ocp.PyTreeCheckpointer()
   absl_logger = logging.getLogger("absl")
   level = absl_logger.level

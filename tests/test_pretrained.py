@@ -97,6 +97,15 @@ def test_step_loads_that_checkpoint(run):
     pretrained.load(workdir, step=99)
 
 
+def test_a_relative_workdir_loads(run, monkeypatch):
+  """``load("runs/x")`` as well as an absolute path (orbax found no
+  checkpoint metadata under a relative one: every step was refused)."""
+  workdir, _ = run
+  monkeypatch.chdir(os.path.dirname(workdir))
+  model = pretrained.load(os.path.basename(workdir))
+  assert model.step == 6
+
+
 def test_embed_refuses_images_it_cannot_take(run):
   model = pretrained.load(run[0])
   with pytest.raises(ValueError, match="uint8"):
