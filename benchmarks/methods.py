@@ -158,7 +158,7 @@ def summarise(records: dict) -> dict:
 
   Args:
     records: {config: {seed (str or int): run record of `read_run`, or
-      None for a run that failed}}.
+      None for a run that failed}}; a seed not run has no entry.
 
   Returns:
     {config: {"seeds": [seeds that finished], "failed": [seeds without a
@@ -207,6 +207,8 @@ def markdown_table(table: dict, skipped: dict | None = None) -> str:
     seeds = str(len(row["seeds"]))
     if row["failed"]:
       seeds += f" ({len(row['failed'])} failed)"
+    elif not row["seeds"]:
+      seeds += " (not run)"
     cells = [_cell(row[key], digits) for key, _, digits in METRICS]
     lines.append("| " + " | ".join([f"`{config}`", seeds] + cells) + " |")
   for config, reason in (skipped or {}).items():
@@ -244,7 +246,8 @@ def page(table: dict, skipped: dict, *, command: str, machine_line: str,
       "linear probe, the 20-NN vote, the random-init and raw-pixel probes, "
       "RankMe of the test representation and the online probe's test "
       "accuracy. Each cell is the mean ± sample standard deviation over the "
-      "row's seeds (seed count in the second column; one seed: no ±). "
+      "row's seeds (seed count in the second column; one seed: no ±; "
+      "*not run*: no run of that config was made for this table). "
       "*online − offline* is the online probe's test accuracy minus the "
       f"linear probe's on the same run (issue 44 asks at most {MAX_GAP} "
       "apart). images/s counts images (each with all its views) per second "
@@ -337,7 +340,8 @@ def main(argv=None) -> int:
             rc = None
         print(f"  exit {rc}, {time.time() - start:.0f} s", flush=True)
         failed |= rc != 0
-      records[config][seed] = read_run(results)
+      if os.path.isdir(workdir):  # else not run (--table-only): no entry
+        records[config][seed] = read_run(results)
   table = summarise(records)
   # The command that ran the runs (--table-only only reads them).
   command = "python benchmarks/methods.py " + shlex.join(

@@ -37,7 +37,8 @@ def test_table_means_stds_gaps_and_failures(tmp_path):
   _fake_run(tmp_path, "vicreg", 1, probe=0.82, online=0.76, raw=0.84,
             seconds=200.0)
   _fake_run(tmp_path, "lejepa:cnn", 0, probe=0.88, online=0.47)
-  assert methods.main(["--configs", "vicreg", "lejepa:cnn", "lejepa",
+  os.makedirs(methods.run_dir(str(tmp_path), "lejepa:cnn", 1))  # failed
+  assert methods.main(["--configs", "vicreg", "lejepa:cnn", "lejepa", "dino",
                        "--seeds", "0", "1", "--out", str(tmp_path),
                        "--table-only", "--doc",
                        str(tmp_path / "page.md")]) == 0
@@ -66,6 +67,8 @@ def test_table_means_stds_gaps_and_failures(tmp_path):
   assert "| 1 (1 failed) | 0.8800 |" in rows["`lejepa:cnn`"]
   assert "| -0.4100 |" in rows["`lejepa:cnn`"]
   assert "not run: ViT-Tiny" in rows["`lejepa`"]
+  assert rows["`dino`"].startswith("| `dino` | 0 (not run) | — |")
+  assert saved["table"]["dino"]["failed"] == []
   assert "more than 0.08 from the offline probe: `lejepa:cnn`" in page
   assert "Machine: " in page and "Command: `python benchmarks/methods.py" \
       in page
