@@ -209,9 +209,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.evals.raw_pixel_probe = evals_entry("raw_pixel_probe", **probe)
   c.evals.random_init_probe = evals_entry("random_init_probe", **probe)
   # Online linear probe: a classifier on the stop-gradient, standardised
-  # representation of view 0, trained in the train step by its own AdamW
-  # (learning_rate, weight_decay; labels reach only it) and scored on the
-  # test split. This entry is its only switch: delete it to train without.
+  # representation of view 0 (option features: "inference", the one the
+  # evaluators probe, by default; ssljax.online_probe), trained in the train
+  # step by its own AdamW (learning_rate, weight_decay; labels reach only
+  # it) and scored on the test split. This entry is its only switch: delete
+  # it to train without.
   c.evals.online_probe = evals_entry("online_probe", learning_rate=1e-2,
                                      weight_decay=0.0)
   c.evals.few_shot = evals_entry("few_shot")  # ridge, 1/5/10/25 per class

@@ -247,6 +247,30 @@ def _name_problems(config) -> list[str]:
   return []
 
 
+def _patch_problems(config) -> list[str]:
+  """With a ViT encoder: every view side the run sets (``views.size``, and
+  ``views.local_size`` when there are local views) must be a multiple of
+  the patch size (``model.encoder_kwargs.patch_size``, else the encoder's
+  default), else the model raises at its first call, after the data is
+  loaded. Side 0 (the images' own size) is checked when the data is read."""
+  from ssljax import models  # pylint: disable=import-outside-toplevel
+  encoder = models.ENCODERS[config.model.encoder]
+  if not issubclass(encoder, models.VisionTransformer):
+    return []
+  kwargs = config.model.get("encoder_kwargs") or {}
+  patch = kwargs.get("patch_size", encoder.patch_size)
+  if not isinstance(patch, int) or isinstance(patch, bool) or patch < 1:
+    return [f"config.model.encoder_kwargs.patch_size={patch!r}: must be an "
+            "integer >= 1"]
+  sides = [("views.size", config.views.size)]
+  if config.views.num_local:
+    sides.append(("views.local_size", config.views.local_size))
+  return [f"config.{path}={side}: must be a multiple of the ViT's patch size "
+          f"{patch} (model.encoder={config.model.encoder!r}), e.g. "
+          f"{max(patch, side // patch * patch)}"
+          for path, side in sides if side and side % patch]
+
+
 def _unread_problems(config, method_fields: dict) -> list[str]:
   """Fields that neither the common part nor the method reads: refused, so
   no option is accepted and then silently ignored."""
@@ -271,6 +295,14 @@ def _evals_problems(config) -> list[str]:
     return [f"config.{e}"]
   num_global = config.get("views", {}).get("num_global", 2)
   problems = []
+  from ssljax import online_probe  # pylint: disable=import-outside-toplevel
+  probe = online_probe.options(config)
+  if probe is not None and probe["features"] not in online_probe.FEATURES:
+    name = next(n for n, e in config.evals.items()
+                if e is not None and e.get("type") == "online_probe")
+    problems.append(f"config.evals.{name}.features={probe['features']!r}: "
+                    "must be one of "
+                    + ", ".join(map(repr, online_probe.FEATURES)))
   for name, entry in config.evals.items():
     if entry is None:
       continue
@@ -288,7 +320,8 @@ def validate(config: ml_collections.ConfigDict, *,
   """Checks every field of a main-job config; cheap, loads no data.
 
   In order: fields renamed since earlier versions (one line naming the new
-  name), the common fields (`configs/common.py`), the method's own fields
+  name), the common fields (`configs/common.py`), the encoder's name and,
+  for a ViT, the view sizes against its patch size, the method's own fields
   and checks (`ssljax.methods.config_problems`), fields nothing reads,
   fields the run's path does not read set away from their neutral value
   (`ssljax.config_paths`), and ``config.evals``.
@@ -312,6 +345,8 @@ def validate(config: ml_collections.ConfigDict, *,
     problems += _view_problems(config)
   if not problems:
     problems += _name_problems(config)
+  if not problems:
+    problems += _patch_problems(config)
   if not problems:
     problems += methods.config_problems(config)
   if not problems:

@@ -197,10 +197,12 @@ def main(argv):
       distributed.check_same_run(config)
     results = train.train_and_evaluate(config, _WORKDIR.value,
                                        validated=True)
-  except extras.MissingExtraError as e:  # e.g. a tfds dataset, no tfds
+  except (extras.MissingExtraError,  # e.g. a tfds dataset, no tfds
+          config_validation.ConfigError) as e:  # e.g. a batch > the split
     if flags.FLAGS.verbosity >= 1:
       raise
-    _fail(str(e), USAGE_ERROR)
+    _fail(f"{e} (config {spec})" if isinstance(
+        e, config_validation.ConfigError) else str(e), USAGE_ERROR)
   except preemption.Preempted as e:
     if jax.process_index() == 0:
       print(str(e), file=sys.stderr, flush=True)

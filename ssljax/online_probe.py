@@ -2,11 +2,22 @@
 
 A run whose ``config.evals`` has an entry of type "online_probe" trains a
 linear classifier on stop-gradient representations of the *augmented*
-training views, one AdamW step per train step, so it costs no extra pass
-over the data. The representations are standardised like a BatchNorm
-without affine parameters: by the batch's statistics in the train step, by
-running statistics (momentum 0.9) when the evaluator
+first global view of each training image, one AdamW step per train step.
+The representations are standardised like a BatchNorm without affine
+parameters: by the batch's statistics in the train step, by running
+statistics (momentum 0.9) when the evaluator
 `ssljax.evaluators.online_probe` applies the probe to centre crops.
+
+Which representation (option ``features``): "inference" (default) is the
+one the evaluators probe, ``state.representation`` (the evaluated network,
+BatchNorm in inference mode, the whole image) of the view, one extra
+forward pass of one view per step without gradient; "train_forward" is the
+h of the training forward pass (free, but BatchNorm on batch statistics,
+MAE's and I-JEPA's masked inputs, a student where a teacher is evaluated),
+which can differ from what is evaluated: LeJEPA-CNN's BatchNorm running
+statistics are mostly those of its six 14-px local crops, so its probe,
+trained on batch-normalised 28-px views, scored 0.47 on the inference
+features against the offline probe's 0.88 (docs/methods_benchmark.md).
 
 This module holds the probe itself: its options (`options`), its optimiser
 (`create_optimizer`, built once per run), its initial state
@@ -27,11 +38,15 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-__all__ = ["DEFAULTS", "STATS_EPS", "options", "create_optimizer",
-           "initial_state", "update"]
+__all__ = ["DEFAULTS", "FEATURES", "STATS_EPS", "options",
+           "create_optimizer", "initial_state", "update"]
 
 # The options of an "online_probe" evals entry that leaves them out.
-DEFAULTS = {"learning_rate": 1e-2, "weight_decay": 0.0}
+DEFAULTS = {"learning_rate": 1e-2, "weight_decay": 0.0,
+            "features": "inference"}
+
+# The values of option "features" (module docstring).
+FEATURES = ("inference", "train_forward")
 
 # Added to the variance before the square root, in the train step's
 # standardisation (`update`) and in the evaluator's.
@@ -50,8 +65,9 @@ def options(config: ml_collections.ConfigDict) -> dict | None:
       switched off).
 
   Returns:
-    {"learning_rate": float, "weight_decay": float} as the entry gives
-    them, or None without an entry of type "online_probe".
+    {"learning_rate": float, "weight_decay": float, "features": one of
+    `FEATURES`} as the entry gives them, or None without an entry of type
+    "online_probe".
   """
   evals = config.get("evals") or {}
   for entry in evals.values():

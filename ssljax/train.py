@@ -50,6 +50,7 @@ __getattr__ = deprecation.moved_names(__name__, {
 def train_step(state: train_state.TrainState, batch: dict, *,
                spec: data.ViewSpec, seed: int = 0, total_steps: int = 1,
                steps_per_epoch: int = 1, probe_tx=None,
+               probe_features: str = "inference",
                on_nonfinite: str = "stop"):
   """One optimiser step of ``state.method`` on a batch; the same for every
   method.
@@ -60,7 +61,10 @@ def train_step(state: train_state.TrainState, batch: dict, *,
   state), the optimiser, ``method.after_update`` (e.g. the EMA teacher), and,
   if the state has one, one step of the online probe on the stop-gradient
   representation of the first global view, with its own optimiser: no
-  gradient reaches the encoder.
+  gradient reaches the encoder. That representation is, by
+  ``probe_features``, the evaluated one (``state.representation`` of the
+  view before this step's update, BatchNorm in inference mode: one more
+  forward pass) or the training forward pass's (`ssljax.online_probe`).
 
   Args:
     state: `ssljax.train_state.TrainState` (replicated).
@@ -78,6 +82,8 @@ def train_step(state: train_state.TrainState, batch: dict, *,
       schedules).
     probe_tx: optax optimiser of the online probe
       (`ssljax.online_probe.create_optimizer`).
+    probe_features: "inference" | "train_forward", what the online probe
+      trains on (`ssljax.online_probe.FEATURES`).
     on_nonfinite: "stop" (the host stops the run) | "skip": a step whose
       loss terms or gradients are not all finite keeps the old state
       (`ssljax.faults.skip_nonfinite`) and reports "skipped" = 1.
@@ -107,8 +113,10 @@ def train_step(state: train_state.TrainState, batch: dict, *,
   metrics = {**aux.metrics, **schedule_metrics,
              "grad_norm": optax.tree.norm(grads)}
   if state.probe and "labels" in batch:
+    h = (aux.representation if probe_features == "train_forward" else
+         state.representation(jax.lax.stop_gradient(views[0])))
     probe, probe_metrics = online_probe.update(
-        state.probe, aux.representation, batch["labels"], probe_tx)
+        state.probe, h, batch["labels"], probe_tx)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
   if on_nonfinite == "skip":
@@ -134,11 +142,13 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
   spec = data.view_spec(config.views) if spec is None else spec
   if probe_tx is None:
     probe_tx = online_probe.create_optimizer(config)
+  probe_options = online_probe.options(config) or online_probe.DEFAULTS
   replicated = NamedSharding(mesh, P())
   return jax.jit(
       functools.partial(train_step, spec=spec, seed=config.seed,
                         total_steps=total_steps,
                         steps_per_epoch=steps_per_epoch, probe_tx=probe_tx,
+                        probe_features=probe_options["features"],
                         on_nonfinite=config.train.on_nonfinite),
       out_shardings=(replicated, replicated), donate_argnums=0)
 
@@ -166,6 +176,37 @@ def make_mesh(devices=None):
 
 
 # --------------------------------------------------------------------- main --
+def _check_batch_size(config: ml_collections.ConfigDict, num_train: int,
+                     num_devices: int) -> None:
+  """Refuses a ``config.batch_size`` the opened train split cannot serve.
+
+  Called once the train source is open (its length known) and before any
+  JAX work: a batch larger than the split gives no full batch per epoch,
+  and a batch not divisible by the devices cannot be sharded.
+
+  Args:
+    config: the run's ConfigDict (``batch_size``, ``dataset``).
+    num_train: the number of images in the train split (>= 0).
+    num_devices: ``jax.device_count()``.
+
+  Raises:
+    ssljax.config_validation.ConfigError: one line naming
+      ``config.batch_size``, the split's size and what to change
+      (`ssljax.main` prints it as one line, exit status 2).
+  """
+  d, batch = config.dataset, config.batch_size
+  if batch > num_train:
+    where = f" in {d.data_dir!r}" if d.get("data_dir") else ""
+    raise config_validation.ConfigError(
+        f"config.batch_size={batch}: larger than the {num_train} images of "
+        f"split {d.train_split!r} of dataset {d.name!r}{where}; give "
+        f"--config.batch_size <= {num_train} or more images")
+  if batch % num_devices:
+    raise config_validation.ConfigError(
+        f"config.batch_size={batch}: must be divisible by the {num_devices} "
+        "devices")
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
                        defaults: ml_collections.ConfigDict | None = None,
                        validated: bool = False) -> dict:
@@ -185,7 +226,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
 
   Raises:
     ssljax.config_validation.ConfigError: a config field has a bad type,
-      range or name (a ValueError; one line naming each field).
+      range or name (a ValueError; one line naming each field), or a
+      batch_size the train split cannot serve (`_check_batch_size`).
     ssljax.data.DatasetUnavailableError: the dataset is not available.
     FloatingPointError: the loss or a gradient became non-finite.
     ssljax.checkpoints.CheckpointRestoreError: checkpoints exist under
@@ -208,14 +250,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     config_validation.validate(config, defaults=defaults)
   compilation_cache.enable(config.get("compilation_cache_dir", "auto"))
   compilation_cache.use_threefry_gpu_kernel()
+  # Data, and the batch size against it, before anything is written.
+  train_source, test_source = inputs.open_sources(config)
+  _check_batch_size(config, len(train_source), jax.device_count())
+  spec = data.view_spec(config.views)  # the views, once for the whole run
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(config.to_json(indent=2))
-
-  # Data.
-  train_source, test_source = inputs.open_sources(config)
-  spec = data.view_spec(config.views)  # the views, once for the whole run
   steps_per_epoch = data.steps_per_epoch(len(train_source), config.batch_size)
   total_steps = (config.num_steps if config.num_steps > 0
                  else int(config.epochs * steps_per_epoch))
@@ -223,9 +265,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   # Mesh: batch sharded over every device, parameters replicated.
   mesh = make_mesh()
   replicated = NamedSharding(mesh, P())
-  if config.batch_size % jax.device_count():
-    raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
-                     f"{jax.device_count()} devices")
 
   # Method, optimiser, state; the networks are initialised at the global
   # view size.

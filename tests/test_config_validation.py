@@ -282,3 +282,117 @@ def test_train_and_evaluate_validates_unless_told(tmp_path, monkeypatch):
       train.train_and_evaluate(config, str(tmp_path / "run"),
                                validated=validated)
     assert len(checked) == expected
+
+
+# ------------------------------------- refused before the data (issue 44) --
+@pytest.mark.parametrize("overrides,expected", [
+    ({"views.local_size": 3},
+     "config.views.local_size=3: must be a multiple of the ViT's patch "
+     "size 7"),
+    ({"views.size": 30}, "config.views.size=30: must be a multiple"),
+    ({"model.encoder_kwargs.patch_size": 4, "views.local_size": 14},
+     "config.views.local_size=14: must be a multiple of the ViT's patch "
+     "size 4"),
+])
+def test_view_size_not_a_multiple_of_the_vit_patch_is_refused(overrides,
+                                                              expected):
+  """A ViT's view sides must be multiples of its patch: refused at
+  validation, not by the model's ValueError after the data is loaded."""
+  config = _config("lejepa")
+  with config.unlocked():
+    for path, value in overrides.items():
+      node = config
+      *parents, leaf = path.split(".")
+      for part in parents:
+        node = node[part]
+      node[leaf] = value
+  with pytest.raises(config_validation.ConfigError) as info:
+    config_validation.validate(config)
+  assert expected in str(info.value) and "\n" not in str(info.value)
+  assert "; " not in str(info.value)  # one problem, the bad side only
+
+
+def test_local_size_is_not_checked_without_local_views():
+  """A CNN, or a ViT without local views, has no patch constraint on the
+  local side."""
+  config = _config("lejepa", "cnn")
+  with config.unlocked():
+    config.views.local_size = 3
+  config_validation.validate(config)
+  config = _config("lejepa")
+  with config.unlocked():
+    config.views.num_local = 0
+    config.views.local_size = 3
+  with pytest.raises(config_validation.ConfigError, match="local_size"):
+    config_validation.validate(config)  # read by nothing: refused as unread
+
+
+def test_lejepa_patch_mismatch_on_the_command_line(tmp_path):
+  """Issue 44's command: one line, exit 2, nothing written."""
+  workdir = tmp_path / "run"
+  proc = _main("--config", os.path.join(REPO, "configs", "lejepa.py"),
+               "--config.views.local_size=3", f"--workdir={workdir}")
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  line, = proc.stderr.strip().splitlines()
+  assert line == ("error: config.views.local_size=3: must be a multiple of "
+                  "the ViT's patch size 7 (model.encoder='vit_tiny16'), "
+                  "e.g. 7 (config configs/lejepa.py)".replace(
+                      "configs/lejepa.py",
+                      os.path.join(REPO, "configs", "lejepa.py")))
+  assert not workdir.exists()
+
+
+def test_batch_larger_than_an_image_folder_is_one_line(tmp_path):
+  """40 images and batch_size 64: one line naming config.batch_size and the
+  split's size, exit 2, before any JAX work (no traceback from
+  data.steps_per_epoch)."""
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  for i in range(40):
+    folder = tmp_path / "images" / "train" / f"class_{i % 2}"
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rng.integers(0, 256, (8, 8, 3), np.uint8)).save(
+        folder / f"{i}.png")
+  proc = _main("--config", os.path.join(REPO, "configs", "vicreg.py"),
+               "--config.dataset.name=image_folder",
+               f"--config.dataset.data_dir={tmp_path / 'images'}",
+               "--config.views.size=8", "--config.batch_size=64",
+               f"--workdir={tmp_path / 'run'}")
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  line, = proc.stderr.strip().splitlines()
+  assert line.startswith(
+      "error: config.batch_size=64: larger than the 40 images of split "
+      "'train' of dataset 'image_folder'"), line
+  assert "--config.batch_size <= 40" in line
+  assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_batch_larger_than_an_array_split_is_refused():
+  """The same check on any source (here a sliced in-memory split), and a
+  batch the devices cannot share."""
+  from ssljax import train  # pylint: disable=import-outside-toplevel
+  config = _config("vicreg")
+  with config.unlocked():
+    config.batch_size = 64
+    config.dataset.train_split = "train[:40]"
+  with pytest.raises(config_validation.ConfigError,
+                     match=r"config.batch_size=64: larger than the 40 images "
+                           r"of split 'train\[:40\]'"):
+    train._check_batch_size(config, 40, 1)  # pylint: disable=protected-access
+  with pytest.raises(config_validation.ConfigError, match="divisible by the 3"):
+    train._check_batch_size(config, 100, 3)  # pylint: disable=protected-access
+  train._check_batch_size(config, 64, 2)  # pylint: disable=protected-access
+
+
+def test_online_probe_features_checked_before_the_data():
+  config = _config("vicreg")
+  with config.unlocked():
+    config.evals.online_probe.features = "train_forward"
+  config_validation.validate(config)
+  with config.unlocked():
+    config.evals.online_probe.features = "clean"
+  with pytest.raises(config_validation.ConfigError,
+                     match=r"config.evals.online_probe.features='clean': "
+                           r"must be one of 'inference', 'train_forward'"):
+    config_validation.validate(config)

@@ -339,3 +339,51 @@ def test_every_config_runs_its_smoke_variant(fmnist_data_dir, tmp_path, name):
   assert 0.0 <= results["evals"]["probe/test_accuracy"] <= 1.0
   lines = [json.loads(l) for l in open(tmp_path / name / "metrics.jsonl")]
   assert all(np.isfinite(l["loss"]) for l in lines if "loss" in l)
+
+
+@pytest.mark.parametrize("features", ["inference", "train_forward"])
+def test_online_probe_trains_on_the_chosen_representation(features):
+  """The probe's step sees the evaluated representation (inference mode, the
+  state before the step) of view 0 by default, or the training forward
+  pass's h; either way the encoder's step is the same (the probe is
+  detached). LeJEPA-CNN: its multi-crop BatchNorm makes the two differ."""
+  from configs import lejepa  # pylint: disable=import-outside-toplevel
+  from ssljax import online_probe  # pylint: disable=import-outside-toplevel
+  config = lejepa.get_config("cnn,smoke")
+  method, tx = methods.build(config), optax.adamw(1e-3)
+  shapes = train.batch_spec(config, (28, 28, 1))
+  probe_tx = optax.sgd(0.5)
+  state = train_state.create_train_state(method, tx, jax.random.key(0),
+                                         shapes, num_classes=10,
+                                         probe_tx=probe_tx)
+  rng = np.random.default_rng(0)
+  batch = {"images": jax.numpy.asarray(rng.integers(0, 256, (16, 28, 28, 1),
+                                                    dtype=np.uint8)),
+           "labels": jax.numpy.asarray(np.arange(16) % 10, np.int32)}
+  spec = data.view_spec(config.views)
+
+  def step(chosen):
+    fn = jax.jit(lambda s, b: train.train_step(
+        s, b, spec=spec, probe_tx=probe_tx, probe_features=chosen))
+    return fn(state, batch)[0]
+
+  got, other = step(features), step(
+      {"inference": "train_forward", "train_forward": "inference"}[features])
+  for a, b in zip(jax.tree.leaves((got.params, got.method_state)),
+                  jax.tree.leaves((other.params, other.method_state))):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  views = data.device_views(batch, jax.random.fold_in(jax.random.key(0), 0),
+                            spec)
+  if features == "inference":
+    h = state.representation(views[0])
+  else:
+    outs, _ = method.forward(state.params,
+                             state.method_state["batch_stats"], views)
+    h = outs[0]["h"]
+  expected, _ = online_probe.update(state.probe, h, batch["labels"], probe_tx)
+  np.testing.assert_allclose(np.asarray(got.probe["params"]["kernel"]),
+                             np.asarray(expected["params"]["kernel"]),
+                             rtol=1e-4, atol=1e-6)
+  assert not np.allclose(np.asarray(got.probe["params"]["kernel"]),
+                         np.asarray(other.probe["params"]["kernel"]),
+                         rtol=1e-3, atol=1e-5)

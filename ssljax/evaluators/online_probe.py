@@ -2,10 +2,11 @@
 
 The train step fits a linear classifier ``state.probe["params"]`` =
 {"kernel": (D, C), "bias": (C,)} on stop-gradient representations of the
-*augmented* training views (`ssljax.online_probe`: its options, optimiser,
-initial state and update), standardised like a BatchNorm without affine
+*augmented* training views (by default the representation evaluated here,
+in inference mode; `ssljax.online_probe`: its options, optimiser, initial
+state and update), standardised like a BatchNorm without affine
 parameters (batch statistics in training, running ``state.probe["stats"]``
-{"mean", "var"} here), one optimiser step per train step, so it costs no
+{"mean", "var"} here), one optimiser step per train step, so it needs no
 extra pass over the data. This evaluator applies it, unchanged, to the
 centre-crop representations ``ctx.features(state, "test")`` (and "train").
 It is a cheap running estimate and differs from the offline probe
@@ -70,13 +71,18 @@ class Evaluator(base.Evaluator):
   Options:
     learning_rate: the probe's AdamW learning rate (> 0; 1e-2).
     weight_decay: its decoupled weight decay (>= 0; 0).
+    features: what it trains on, "inference" (the representation the
+      evaluators probe, of the augmented view; default) or
+      "train_forward" (the training forward pass's, free;
+      `ssljax.online_probe`).
   """
 
   uses_labels = True
 
   def __init__(self, name, ctx, *, every_steps=None,
                learning_rate=online_probe.DEFAULTS["learning_rate"],
-               weight_decay=online_probe.DEFAULTS["weight_decay"]):
+               weight_decay=online_probe.DEFAULTS["weight_decay"],
+               features=online_probe.DEFAULTS["features"]):
     super().__init__(name, ctx, every_steps=every_steps)
     ok = lambda v, lo: (isinstance(v, (int, float)) and not isinstance(v, bool)
                         and v >= lo)
@@ -84,7 +90,11 @@ class Evaluator(base.Evaluator):
                  ok(learning_rate, 0) and learning_rate > 0, "a number > 0")
     check_option(name, "weight_decay", weight_decay, ok(weight_decay, 0),
                  "a number >= 0")
+    check_option(name, "features", features,
+                 features in online_probe.FEATURES,
+                 "one of " + ", ".join(map(repr, online_probe.FEATURES)))
     self.learning_rate, self.weight_decay = learning_rate, weight_decay
+    self.features = features
 
   def run(self, state):
     probe = getattr(state, "probe", None)

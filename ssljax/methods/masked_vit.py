@@ -19,8 +19,8 @@ def head_fields(group: str) -> dict:
 def vit_problems(config, name: str, group: str) -> list:
   """One line per problem: the encoder is not a ViT, the run has other than
   one view, the head's width is not divisible by its heads or by 4 (its
-  sine-cosine positions), or the view size is not a multiple of the
-  patch."""
+  sine-cosine positions). A view size that is not a multiple of the
+  patch is refused for every ViT run (`ssljax.config_validation`)."""
   problems = []
   encoder = models.ENCODERS[config.model.encoder]
   if not issubclass(encoder, models.VisionTransformer):
@@ -36,12 +36,6 @@ def vit_problems(config, name: str, group: str) -> list:
   if head.width % head.num_heads or head.width % 4:
     problems.append(f"config.model.{group}.width={head.width} must be "
                     f"divisible by num_heads={head.num_heads} and by 4")
-  patch = config.model.encoder_kwargs.get("patch_size",
-                                          encoder.patch_size)
-  size = config.views.size
-  if size and size % patch:
-    problems.append(f"config.views.size={size} is not divisible by the patch "
-                    f"size {patch}")
   return problems
 
 

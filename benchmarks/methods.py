@@ -1,0 +1,367 @@
+"""Every shipped method at one budget, several seeds: one table.
+
+    python benchmarks/methods.py --epochs 1 --seeds 0 1 2 \\
+        --out runs/methods_benchmark --doc docs/methods_benchmark.md
+    python benchmarks/methods.py --configs vicreg lejepa:cnn --seeds 0
+
+Each (config, seed) is one child process, one after the other::
+
+    python -m ssljax.main --config benchmarks/methods_config.py:<config> \\
+        --config.epochs=<E> --config.seed=<S> --workdir <out>/<config>/seed<S>
+
+`benchmarks/methods_config.py` is the shipped ``configs/<config>.py``
+unchanged but for its evaluators: the table's six (linear probe, 20-NN,
+random-init probe, raw-pixel probe, RankMe, online probe), each once after
+the last step. A run whose ``results.json`` exists is read, not rerun, so an
+interrupted benchmark resumes; ``--rerun`` trains again.
+
+The table (``<out>/methods.json``, ``<out>/methods.md`` and, with
+``--doc``, that Markdown page, between its markers `BEGIN` and `END` when
+it has them) has one row per config: each metric's mean ±
+sample standard deviation over the seeds that finished (± — with one seed),
+the number of seeds, and the online probe's gap to the offline probe
+(online − offline test accuracy, per seed, then mean ± std; item B of issue
+44 asks |gap| <= 0.08). Metrics, all read from the run's ``results.json``:
+test accuracies of ``probe``, ``knn``, ``random_init_probe``,
+``raw_pixel_probe`` and ``online_probe`` (fractions in [0, 1]); RankMe of the
+test representation h (``rankme/rankme``, an effective rank, no unit);
+images/s = train steps × batch / ``seconds.train_steps`` (images per second
+of the train loop, each image with all its views); train time =
+``seconds.train_steps`` (s). The page also gives the command, the machine
+(``lscpu``'s model name, the core count) and the date.
+
+ViT configs (``ijepa``, ``mae``, and ``lejepa`` without ``:cnn``) are left
+out unless ``--include-vit``: on 2 CPU cores one epoch of them takes hours;
+the table says so. The runner needs only the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The shipped method configs (configs/<name>.py, optionally :variant), in
+# table order: the 14 methods, then the graph variants of VICReg. Not here:
+# the recipes for other datasets (cifar_resnet18, imagenet*, imagenette*),
+# vicreg_fast (the main job tuned for speed) and pal_human (a service).
+CNN_CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive",
+               "frossl", "wmse", "byol", "simsiam", "mocov3", "nnclr",
+               "dino", "lejepa:cnn", "vicreg_knn_graph",
+               "vicreg_mixed_graph", "vicreg_supervised_graph")
+VIT_CONFIGS = ("lejepa", "ijepa", "mae")
+VIT_REASON = ("ViT-Tiny: one epoch takes hours on 2 CPU cores; run with "
+              "--include-vit on an accelerator")
+
+# Table columns: (key in a run record, header, digits).
+METRICS = (("probe", "linear probe", 4), ("knn", "20-NN", 4),
+           ("random_init_probe", "random-init probe", 4),
+           ("raw_pixel_probe", "raw-pixel probe", 4),
+           ("rankme", "RankMe (h)", 1), ("online_probe", "online probe", 4),
+           ("online_gap", "online − offline", 4),
+           ("images_per_second", "images/s", 0),
+           ("train_seconds", "train time (s)", 0))
+_EVALS = {"probe": "probe/test_accuracy", "knn": "knn/test_accuracy",
+          "random_init_probe": "random_init_probe/test_accuracy",
+          "raw_pixel_probe": "raw_pixel_probe/test_accuracy",
+          "rankme": "rankme/rankme",
+          "online_probe": "online_probe/test_accuracy"}
+MAX_GAP = 0.08  # issue 44: |online − offline| at most this
+
+
+def run_dir(out: str, config: str, seed: int) -> str:
+  """``<out>/<config with ':' as '_'>/seed<seed>``: one run's workdir."""
+  return os.path.join(out, config.replace(":", "_"), f"seed{seed}")
+
+
+def job_command(python: str, config: str, seed: int, epochs: float,
+                workdir: str) -> list[str]:
+  """The argv of one run (module docstring)."""
+  return [python, "-m", "ssljax.main", "--config",
+          f"benchmarks/methods_config.py:{config}",
+          f"--config.epochs={epochs:g}", f"--config.seed={seed}",
+          "--workdir", workdir]
+
+
+def read_run(results_path: str) -> dict | None:
+  """One run's metrics from its ``results.json``.
+
+  Args:
+    results_path: path of a run's results.json.
+
+  Returns:
+    {"probe", "knn", "random_init_probe", "raw_pixel_probe", "rankme",
+    "online_probe" (floats or None where the evaluator has no value),
+    "online_gap" (online − offline probe, None without both),
+    "images_per_second", "train_seconds", "steps", "batch_size"}, or None
+    when the file is missing or not JSON.
+  """
+  try:
+    with open(results_path) as f:
+      results = json.load(f)
+  except (OSError, ValueError):
+    return None
+  evals = results.get("evals", {})
+  record = {key: _number(evals.get(name)) for key, name in _EVALS.items()}
+  record["online_gap"] = (record["online_probe"] - record["probe"]
+                          if None not in (record["online_probe"],
+                                          record["probe"]) else None)
+  train_seconds = _number(results.get("seconds", {}).get("train_steps"))
+  steps = results.get("steps")
+  batch = _batch_size(results_path)
+  record["train_seconds"] = train_seconds
+  record["steps"], record["batch_size"] = steps, batch
+  record["images_per_second"] = (steps * batch / train_seconds
+                                 if train_seconds and steps and batch
+                                 else None)
+  return record
+
+
+def _number(v):
+  return float(v) if isinstance(v, (int, float)) and not isinstance(
+      v, bool) and math.isfinite(v) else None
+
+
+def _batch_size(results_path: str) -> int | None:
+  try:
+    with open(os.path.join(os.path.dirname(results_path),
+                           "config.json")) as f:
+      return int(json.load(f)["batch_size"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
+
+
+def mean_std(values) -> tuple[float | None, float | None, int]:
+  """(mean, sample standard deviation or None for n < 2, n) of the
+  non-None values; (None, None, 0) when there is none."""
+  values = [v for v in values if v is not None]
+  if not values:
+    return None, None, 0
+  mean = sum(values) / len(values)
+  if len(values) < 2:
+    return mean, None, len(values)
+  var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+  return mean, math.sqrt(var), len(values)
+
+
+def summarise(records: dict) -> dict:
+  """Per config: each metric's mean, std and n over its seeds.
+
+  Args:
+    records: {config: {seed (str or int): run record of `read_run`, or
+      None for a run that failed}}; a seed not run has no entry.
+
+  Returns:
+    {config: {"seeds": [seeds that finished], "failed": [seeds without a
+    results.json], metric: {"mean", "std", "n"} for each of ``METRICS``,
+    "gap_ok": True / False (|mean online gap| <= MAX_GAP) or None}}.
+  """
+  table = {}
+  for config, by_seed in records.items():
+    done = {s: r for s, r in by_seed.items() if r is not None}
+    row = {"seeds": sorted(done, key=str),
+           "failed": sorted((s for s, r in by_seed.items() if r is None),
+                            key=str)}
+    for key, _, _ in METRICS:
+      mean, std, n = mean_std(r.get(key) for r in done.values())
+      row[key] = {"mean": mean, "std": std, "n": n}
+    gap = row["online_gap"]["mean"]
+    row["gap_ok"] = None if gap is None else abs(gap) <= MAX_GAP
+    table[config] = row
+  return table
+
+
+def _cell(stat: dict, digits: int) -> str:
+  if stat["mean"] is None:
+    return "—"
+  text = f"{stat['mean']:.{digits}f}"
+  if stat["std"] is not None:
+    text += f" ± {stat['std']:.{digits}f}"
+  return text
+
+
+def markdown_table(table: dict, skipped: dict | None = None) -> str:
+  """The table as Markdown: one row per config of `summarise`'s output,
+  the seed count, then one row per skipped config with its reason.
+
+  Args:
+    table: `summarise`'s output.
+    skipped: {config: reason} of configs not run (optional).
+
+  Returns:
+    the Markdown text (a header row, a rule, the rows), ending in a newline.
+  """
+  headers = ["config", "seeds"] + [h for _, h, _ in METRICS]
+  lines = ["| " + " | ".join(headers) + " |",
+           "|" + "|".join(["---"] * 2 + ["---:"] * len(METRICS)) + "|"]
+  for config, row in table.items():
+    seeds = str(len(row["seeds"]))
+    if row["failed"]:
+      seeds += f" ({len(row['failed'])} failed)"
+    elif not row["seeds"]:
+      seeds += " (not run)"
+    cells = [_cell(row[key], digits) for key, _, digits in METRICS]
+    lines.append("| " + " | ".join([f"`{config}`", seeds] + cells) + " |")
+  for config, reason in (skipped or {}).items():
+    lines.append("| " + " | ".join([f"`{config}`", "0"]
+                                   + [f"not run: {reason}"]
+                                   + ["—"] * (len(METRICS) - 1)) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def machine() -> str:
+  """``lscpu``'s model name and the CPU count (else platform's names)."""
+  model = None
+  try:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True,
+                         timeout=10, check=False).stdout
+    for line in out.splitlines():
+      if line.startswith("Model name:"):
+        model = line.split(":", 1)[1].strip()
+  except (OSError, subprocess.SubprocessError):
+    pass
+  return (f"{model or platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs")
+
+
+def page(table: dict, skipped: dict, *, command: str, machine_line: str,
+         date: str, epochs: float) -> str:
+  """The Markdown document: what was run, where, when, then the table."""
+  gaps = [c for c, r in table.items() if r["gap_ok"] is False]
+  return "\n".join([
+      "# Every method at one budget",
+      "",
+      f"{epochs:g} epoch(s) of pretraining on Fashion-MNIST for every shipped "
+      "method config (the config as shipped; only the evaluators are "
+      "trimmed to the six below, `benchmarks/methods_config.py`), then the "
+      "linear probe, the 20-NN vote, the random-init and raw-pixel probes, "
+      "RankMe of the test representation and the online probe's test "
+      "accuracy. Each cell is the mean ± sample standard deviation over the "
+      "row's seeds (seed count in the second column; one seed: no ±; "
+      "*not run*: no run of that config was made for this table). "
+      "*online − offline* is the online probe's test accuracy minus the "
+      f"linear probe's on the same run (issue 44 asks at most {MAX_GAP} "
+      "apart). images/s counts images (each with all its views) per second "
+      "of the train loop; train time is that loop's seconds.",
+      "",
+      f"Command: `{command}`  ",
+      f"Machine: {machine_line}  ",
+      f"Date: {date}",
+      "",
+      markdown_table(table, skipped),
+      ("Online probe more than {:.2f} from the offline probe: {}.".format(
+          MAX_GAP, ", ".join(f"`{c}`" for c in gaps)) if gaps else
+       f"Every row's online probe is within {MAX_GAP} of its offline "
+       "probe."),
+      ""])
+
+
+BEGIN, END = "<!-- methods.py: begin -->", "<!-- methods.py: end -->"
+
+
+def write_doc(path: str, document: str) -> None:
+  """Writes ``document`` into the Markdown file ``path``: between its lines
+  `BEGIN` and `END` when it has both (the text around them, e.g. notes
+  written by hand, is kept), else as the whole file between the two
+  markers."""
+  block = f"{BEGIN}\n{document.rstrip()}\n{END}\n"
+  try:
+    with open(path) as f:
+      old = f.read()
+  except FileNotFoundError:
+    old = ""
+  start, end = old.find(BEGIN), old.find(END)
+  if 0 <= start < end:
+    text = old[:start] + block + old[end + len(END):].lstrip("\n")
+  else:
+    text = block
+  with open(path, "w") as f:
+    f.write(text)
+
+
+def main(argv=None) -> int:
+  """Runs the missing runs, then writes the table; exit status 1 if a run
+  failed."""
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--configs", nargs="+", default=None,
+                      help="configs/<name>[:variant] (default: all)")
+  parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+  parser.add_argument("--epochs", type=float, default=1.0)
+  parser.add_argument("--out", default=os.path.join("runs",
+                                                    "methods_benchmark"))
+  parser.add_argument("--doc", default=None,
+                      help="also write the Markdown page here")
+  parser.add_argument("--include-vit", action="store_true")
+  parser.add_argument("--rerun", action="store_true")
+  parser.add_argument("--table-only", action="store_true",
+                      help="read the runs under --out, run nothing")
+  parser.add_argument("--timeout", type=float, default=3600.0,
+                      help="seconds per run before it is killed")
+  parser.add_argument("--python", default=sys.executable)
+  args = parser.parse_args(argv)
+  if args.epochs <= 0:
+    parser.error(f"--epochs must be > 0, got {args.epochs}")
+  configs = list(args.configs or (CNN_CONFIGS + VIT_CONFIGS))
+  unknown = [c for c in configs if c not in CNN_CONFIGS + VIT_CONFIGS]
+  if unknown:
+    parser.error(f"unknown config(s) {unknown}; choose from "
+                 f"{list(CNN_CONFIGS + VIT_CONFIGS)}")
+  skipped = {}
+  if not args.include_vit:
+    skipped = {c: VIT_REASON for c in configs if c in VIT_CONFIGS}
+    configs = [c for c in configs if c not in VIT_CONFIGS]
+  records = {}
+  failed = False
+  for config in configs:
+    records[config] = {}
+    for seed in args.seeds:
+      workdir = run_dir(args.out, config, seed)
+      results = os.path.join(workdir, "results.json")
+      if not args.table_only and (args.rerun or not os.path.exists(results)):
+        os.makedirs(workdir, exist_ok=True)
+        cmd = job_command(args.python, config, seed, args.epochs, workdir)
+        print(f"{config} seed {seed}: {shlex.join(cmd)}", flush=True)
+        start = time.time()
+        with open(os.path.join(workdir, "log.txt"), "w") as log:
+          try:
+            rc = subprocess.run(cmd, cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT,
+                                timeout=args.timeout, check=False).returncode
+          except subprocess.TimeoutExpired:
+            rc = None
+        print(f"  exit {rc}, {time.time() - start:.0f} s", flush=True)
+        failed |= rc != 0
+      if os.path.isdir(workdir):  # else not run (--table-only): no entry
+        records[config][seed] = read_run(results)
+  table = summarise(records)
+  # The command that ran the runs (--table-only only reads them).
+  command = "python benchmarks/methods.py " + shlex.join(
+      a for a in (sys.argv[1:] if argv is None else argv)
+      if a != "--table-only")
+  document = page(table, skipped, command=command, machine_line=machine(),
+                  date=datetime.datetime.now(datetime.timezone.utc).strftime(
+                      "%Y-%m-%d %H:%M UTC"), epochs=args.epochs)
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, "methods.json"), "w") as f:
+    json.dump({"command": command, "machine": machine(),
+               "epochs": args.epochs, "table": table, "skipped": skipped,
+               "runs": records}, f, indent=2, default=str)
+  with open(os.path.join(args.out, "methods.md"), "w") as f:
+    f.write(document)
+  if args.doc:
+    write_doc(args.doc, document)
+  print(markdown_table(table, skipped))
+  return 1 if failed else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

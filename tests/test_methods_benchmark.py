@@ -1,0 +1,110 @@
+"""benchmarks/methods.py: the table from fake runs (no training).
+
+Each run's results.json and config.json are written by hand; the runner
+reads them, averages over seeds, computes the online-vs-offline gap and
+writes the JSON and the Markdown. A missing run counts as failed, a
+missing evaluator as "—", and one seed has no ±.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+from benchmarks import methods, methods_config  # noqa: E402
+
+
+def _fake_run(out, config, seed, *, probe, online, knn=0.7, rank=40.0,
+              seconds=100.0, steps=234, batch=256, raw=None):
+  workdir = methods.run_dir(str(out), config, seed)
+  os.makedirs(workdir)
+  evals = {"probe/test_accuracy": probe, "knn/test_accuracy": knn,
+           "random_init_probe/test_accuracy": 0.8,
+           "rankme/rankme": rank, "online_probe/test_accuracy": online}
+  if raw is not None:
+    evals["raw_pixel_probe/test_accuracy"] = raw
+  with open(os.path.join(workdir, "results.json"), "w") as f:
+    json.dump({"evals": evals, "steps": steps,
+               "seconds": {"train_steps": seconds}}, f)
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    json.dump({"batch_size": batch}, f)
+
+
+def test_table_means_stds_gaps_and_failures(tmp_path):
+  _fake_run(tmp_path, "vicreg", 0, probe=0.80, online=0.78, raw=0.84)
+  _fake_run(tmp_path, "vicreg", 1, probe=0.82, online=0.76, raw=0.84,
+            seconds=200.0)
+  _fake_run(tmp_path, "lejepa:cnn", 0, probe=0.88, online=0.47)
+  os.makedirs(methods.run_dir(str(tmp_path), "lejepa:cnn", 1))  # failed
+  assert methods.main(["--configs", "vicreg", "lejepa:cnn", "lejepa", "dino",
+                       "--seeds", "0", "1", "--out", str(tmp_path),
+                       "--table-only", "--doc",
+                       str(tmp_path / "page.md")]) == 0
+  saved = json.loads((tmp_path / "methods.json").read_text())
+  vicreg, lejepa = saved["table"]["vicreg"], saved["table"]["lejepa:cnn"]
+  assert vicreg["seeds"] == [0, 1] and vicreg["failed"] == []
+  assert vicreg["probe"]["mean"] == pytest.approx(0.81)
+  assert vicreg["probe"]["std"] == pytest.approx(0.0141421, abs=1e-6)
+  assert vicreg["online_gap"]["mean"] == pytest.approx(-0.04)
+  assert vicreg["gap_ok"] is True
+  # images/s = steps × batch / train seconds, averaged over seeds.
+  assert vicreg["images_per_second"]["mean"] == pytest.approx(
+      (234 * 256 / 100 + 234 * 256 / 200) / 2)
+  assert lejepa["seeds"] == [0] and lejepa["failed"] == [1]
+  assert lejepa["online_gap"]["mean"] == pytest.approx(-0.41)
+  assert lejepa["online_gap"]["std"] is None and lejepa["gap_ok"] is False
+  assert lejepa["raw_pixel_probe"] == {"mean": None, "std": None, "n": 0}
+  assert saved["skipped"] == {"lejepa": methods.VIT_REASON}
+  page = (tmp_path / "page.md").read_text()
+  assert page == (f"{methods.BEGIN}\n"
+                  f"{(tmp_path / 'methods.md').read_text().rstrip()}\n"
+                  f"{methods.END}\n")
+  rows = {line.split(" | ")[0][2:]: line for line in page.splitlines()
+          if line.startswith("| `")}
+  assert rows["`vicreg`"].startswith("| `vicreg` | 2 | 0.8100 ± 0.0141 |")
+  assert "| 1 (1 failed) | 0.8800 |" in rows["`lejepa:cnn`"]
+  assert "| -0.4100 |" in rows["`lejepa:cnn`"]
+  assert "not run: ViT-Tiny" in rows["`lejepa`"]
+  assert rows["`dino`"].startswith("| `dino` | 0 (not run) | — |")
+  assert saved["table"]["dino"]["failed"] == []
+  assert "more than 0.08 from the offline probe: `lejepa:cnn`" in page
+  assert "Machine: " in page and "Command: `python benchmarks/methods.py" \
+      in page
+
+
+def test_mean_std_and_bad_input():
+  assert methods.mean_std([]) == (None, None, 0)
+  assert methods.mean_std([None, 0.5]) == (0.5, None, 1)
+  mean, std, n = methods.mean_std([1.0, 2.0, 3.0])
+  assert (mean, n) == (2.0, 3) and std == pytest.approx(1.0)
+  assert methods.read_run("/nonexistent/results.json") is None
+  with pytest.raises(SystemExit):
+    methods.main(["--configs", "no_such_method", "--table-only"])
+  with pytest.raises(SystemExit):
+    methods.main(["--epochs", "0", "--table-only"])
+
+
+def test_job_command_and_benchmark_config():
+  cmd = methods.job_command("py", "lejepa:cnn", 2, 1.0, "w")
+  assert cmd == ["py", "-m", "ssljax.main", "--config",
+                 "benchmarks/methods_config.py:lejepa:cnn",
+                 "--config.epochs=1", "--config.seed=2", "--workdir", "w"]
+  config = methods_config.get_config("lejepa:cnn")
+  assert sorted(config.evals.keys()) == sorted(methods_config.KEPT)
+  assert all(config.evals[k].every_steps is None for k in config.evals)
+  assert config.model.encoder == "cnn" and config.method == "lejepa"
+  with pytest.raises(ValueError, match="not a method config"):
+    methods_config.get_config("common")
+  with pytest.raises(ValueError, match="give a config name"):
+    methods_config.get_config(None)
+
+
+def test_doc_keeps_the_text_around_its_markers(tmp_path):
+  path = tmp_path / "page.md"
+  path.write_text(f"intro\n{methods.BEGIN}\nold table\n{methods.END}\n"
+                  "notes\n")
+  methods.write_doc(str(path), "new table\n")
+  assert path.read_text() == (f"intro\n{methods.BEGIN}\nnew table\n"
+                              f"{methods.END}\nnotes\n")
