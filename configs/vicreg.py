@@ -54,5 +54,15 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.loss.cov_weight = 1.0  # ν of VICReg (covariance)
   c.loss.eps = 1e-4  # inside the variance square root
 
+  # The online probe on the training pass's h (free): with two 28-px global
+  # views and no local crops the BatchNorm statistics of training and
+  # evaluation agree, and the 4-epoch job's online probe was 0.8306 against
+  # the offline 0.8952 (within 0.08; `make run`, 2-core AMD EPYC,
+  # 2026-11-27), where "inference"
+  # costs one more forward pass of a view per step (+12 % XLA FLOPs of this
+  # step, benchmarks/online_probe_cost.py) and the PyTorch job it is timed
+  # against does not make it.
+  c.evals.online_probe.features = "train_forward"
+
   common.add_graph(c)  # G of the "graph" form (configs/common.py)
   return c
