@@ -79,6 +79,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # a small alpha better than the naive 1/2 when few relations are known
   # (App. C.2.3); 0.1 is the small value experiments/pal_neural.py uses.
   c.train.alpha = 0.1
+  # Weight w of the pairs known only by transitive completion (an answered
+  # pair is +-1, a deduced one +-w; 1: the completed graph of the paper).
+  c.train.complete_weight = 1.0
   c.train.views = 2  # V augmented views per pool image ("mixed")
   c.train.augment = config_dict.ConfigDict(  # `ssljax.data.view_spec` fields
       {"crop": "random_resized", "crop_scale": (0.3, 1.0), "flip_prob": 0.5})

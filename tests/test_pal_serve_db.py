@@ -142,6 +142,40 @@ def test_round_graph_mixes_augmentations_and_answers():
     rounds.round_oracle(config, n, votes)
 
 
+def test_round_graph_weights_deduced_pairs():
+  """``train.complete_weight`` w: an answered pair keeps ±α on every view
+  pair, a pair known only by transitive completion gets ±w·α; the
+  minibatch degrees are the row sums of that graph; w outside [0, 1] is
+  refused."""
+  from configs import pal_human  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import rounds  # pylint: disable=import-outside-toplevel
+  config = pal_human.get_config()
+  config.train.alpha, config.train.views = 0.5, 2
+  config.train.complete_weight = 0.25
+  n, a, w = 4, 0.5, 0.25
+  votes = {(0, 1): [1, 0], (1, 2): [1, 0], (2, 3): [0, 1]}
+  oracle, views = rounds.round_oracle(config, n, votes)
+  t = oracle.target()
+  expected = np.eye(n)
+  expected[[0, 1, 1, 2], [1, 0, 2, 1]] = 1.0  # answered same
+  expected[[2, 3], [3, 2]] = -1.0  # answered different
+  expected[[0, 2], [2, 0]] = w  # 0 ~ 1 ~ 2: deduced same
+  expected[[0, 1, 3, 3], [3, 3, 0, 1]] = -w  # deduced different
+  image = np.tile(np.arange(n), views)
+  want = a * expected[image[:, None], image[None, :]]
+  want += (1 - a) * (image[:, None] == image[None, :])
+  np.testing.assert_allclose(t, want, atol=1e-12)
+  mb = oracle.minibatch(np.random.default_rng(0), 4)
+  np.testing.assert_allclose(mb.degree, t.sum(1)[mb.idx], atol=1e-12)
+  config.train.graph = "answers"  # the clean images only, same weights
+  oracle, _ = rounds.round_oracle(config, n, votes)
+  np.testing.assert_allclose(oracle.target(), expected, atol=1e-12)
+  np.testing.assert_allclose(oracle.degree(), expected.sum(1), atol=1e-12)
+  config.train.complete_weight = 1.5
+  with pytest.raises(ValueError, match="complete_weight"):
+    rounds.round_oracle(config, n, votes)
+
+
 def test_round_rows_are_views_of_the_pool():
   from configs import pal_human  # pylint: disable=import-outside-toplevel
   from ssljax.pal.serve import rounds  # pylint: disable=import-outside-toplevel
