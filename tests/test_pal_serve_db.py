@@ -113,6 +113,7 @@ def test_round_graph_mixes_augmentations_and_answers():
   config = pal_human.get_config()
   assert config.train.graph == "mixed" and config.train.alpha == 0.1
   config.train.alpha, config.train.views = 0.25, 3
+  config.train.complete_weight = 1.0  # the completed graph as is
   n, a = 5, 0.25
   votes = {(0, 1): [1, 0], (1, 2): [0, 2], (3, 4): [1, 1]}
   oracle, views = rounds.round_oracle(config, n, votes)
