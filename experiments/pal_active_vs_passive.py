@@ -68,6 +68,8 @@ def parse_args(argv=None):
                    help="--out of an earlier run: its curves are drawn too")
   pre.add_argument("--replot", action="store_true",
                    help="redraw figure and table from --out's JSON")
+  pre.add_argument("--ssl_from", default="",
+                   help="with --replot: draw the ssl_only curve of this --out")
   pre.add_argument("--note", default="",
                    help="a line drawn above the figure (what it shows)")
   known, rest = pre.parse_known_args(argv)
@@ -361,7 +363,8 @@ def plot(result, out, before=None, note: str = ""):
       ax.grid(alpha=0.3)
       ax.legend(fontsize=7)
   if note:
-    fig.suptitle(note, fontsize=9)
+    import textwrap  # pylint: disable=import-outside-toplevel
+    fig.suptitle("\n".join(textwrap.wrap(note, 140)), fontsize=9)
   _common.save_figure(fig, out, "pal_active_vs_passive.png")
 
 
@@ -373,6 +376,10 @@ def replot(args) -> dict:
   if args.before:
     before = json.loads((pathlib.Path(args.before) /
                          "pal_active_vs_passive.json").read_text())
+  if args.ssl_from:  # α = 0 uses no answers: the same curve for any w
+    other = json.loads((pathlib.Path(args.ssl_from) /
+                        "pal_active_vs_passive.json").read_text())
+    result["summary"]["ssl_only"] = other["summary"]["ssl_only"]
   write_outputs(result, args.out, before, args.note)
   return result
 
@@ -381,8 +388,8 @@ def write_outputs(result, out, before=None, note: str = "") -> None:
   """Markdown table (with `before`'s columns, if given) and figure."""
   text = markdown(result) + "\n" + diagnostics_markdown(result)
   if before is not None:
-    text += "\nbefore (" + before.get("title", "") + "):\n\n" + markdown(
-        before)
+    text += ("\nbefore (" + before.get("title", "") + "):\n\n"
+             + markdown(before) + "\n" + diagnostics_markdown(before))
   (pathlib.Path(out) / "pal_active_vs_passive.md").write_text(text)
   plot(result, out, before, note)
 
