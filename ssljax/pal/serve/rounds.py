@@ -1,8 +1,10 @@
 """One training round on people's answers: graph, PAL loss, probe.
 
 A round (`train_round`) turns the answers into votes per pair, the votes
-into the completed contrastive graph (`strategy.graph_from_votes`: same ->
-+1, different -> -1, majority per pair, ties left out), and runs
+into the contrastive graph (`strategy.graph_from_votes`: same -> +1,
+different -> -1, majority per pair, ties left out; a pair known only by
+transitive completion weighs ``train.complete_weight``, `AnswersOracle`:
+0 by default, answered pairs only), and runs
 Algorithm 1 of Cabannes et al. 2023 (`ssljax.pal.run_pal`) on the pool (or its
 views) with that graph, Adam on the unbiased degree-corrected minibatch estimate of
 ‖ZZᵀ − G‖² − ‖G‖² (`ssljax.pal.pal_minibatch_loss`). It starts from the
