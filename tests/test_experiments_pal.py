@@ -321,7 +321,11 @@ def test_active_vs_passive_fast_run_writes_table_figure_json(tmp_path):
                   "--noise", "0,0.2"])
   assert (tmp_path / "pal_active_vs_passive.png").stat().st_size > 0
   table = (tmp_path / "pal_active_vs_passive.md").read_text()
-  assert table.count("\n") == 2 + 2  # header, rule, 2 budgets
+  results, diagnostics = table.split("\n\n")
+  assert results.count("\n") == 3  # header, rule, 2 budgets
+  # header, rule, 4 runs x 2 budgets, kernel set-up: 2 kinds x 3 budgets
+  assert diagnostics.strip().count("\n") == 1 + 8 + 6
+  assert "| kernel Fig. 3, active | 400 |" in diagnostics
   data = json.loads((tmp_path / "pal_active_vs_passive.json").read_text())
   assert set(data["runs"]) == {"active, noise=0.0", "passive, noise=0.0",
                                "active, noise=0.2", "passive, noise=0.2",
