@@ -79,6 +79,14 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # a small alpha better than the naive 1/2 when few relations are known
   # (App. C.2.3); 0.1 is the small value experiments/pal_neural.py uses.
   c.train.alpha = 0.1
+  # Weight w of the pairs known only by transitive completion (an answered
+  # pair is +-1, a deduced one +-w; 1: the completed graph of the paper).
+  # 0: measured (experiments/pal_active_vs_passive.py, docs/guide/
+  # pal_people.md): with w = 1 the active answers' dense blocks outweigh the
+  # augmentations 3 to 1 at 1,000 answers and active fell below passive;
+  # with w = 0 active >= passive at 1,000 answers, 0 % and 10 % noise. The
+  # strategy still uses the completion to choose pairs.
+  c.train.complete_weight = 0.0
   c.train.views = 2  # V augmented views per pool image ("mixed")
   c.train.augment = config_dict.ConfigDict(  # `ssljax.data.view_spec` fields
       {"crop": "random_resized", "crop_scale": (0.3, 1.0), "flip_prob": 0.5})

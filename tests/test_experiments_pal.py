@@ -286,3 +286,57 @@ def test_neural_fast_run_writes_png_and_json(tmp_path, fmnist_data_dir):
   assert res["curves"]["mixed"]["answers"]["mean"][-1] < (
       cfg["mix_budget"] + cfg["per_step"])
   assert 0 < data["baselines"]["raw_pixels"]["probe"] <= 1
+
+
+def test_active_vs_passive_graph_stats_count_true_pairs():
+  """`pal_active_vs_passive.graph_stats` on a hand-built graph: a wrong
+  "same" answer joins two classes, so of the 3 completed positive pairs
+  of component {0, 1, 2} only one is truly same; the negative answer
+  (2, 3) completes to 3 negatives of which two, (0, 3) and (1, 3), are
+  truly same."""
+  import pal_active_vs_passive as avp  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import strategy  # pylint: disable=import-outside-toplevel
+  y = np.array([0, 0, 1, 0, 2, 2])
+  votes = {(0, 1): [1, 0], (1, 2): [2, 1], (2, 3): [0, 1], (4, 5): [1, 1]}
+  graph = strategy.graph_from_votes(6, votes)
+  s = avp.graph_stats(graph, votes, y, alpha=0.5)
+  assert s["sizes"] == [3] and s["largest"] == 3 and s["components"] == 1
+  assert (s["pos_pairs"], s["neg_pairs"], s["answered_pos"]) == (3, 3, 2)
+  assert s["tp_pos"] == pytest.approx(1 / 3)
+  assert s["tp_neg"] == pytest.approx(1 / 3)
+  assert s["answer_acc"] == pytest.approx(2 / 3)  # (1, 2) majority wrong
+  assert s["margin_mean"] == pytest.approx((1 + 1 / 3 + 1 + 0) / 4)
+  assert s["margin_low"] == pytest.approx(0.5)
+  # ‖G_ans‖² per view pair: diagonal 6, answered 2·3, deduced 2·3 (the
+  # positive (0, 2), the negatives (0, 3), (1, 3)) at w²; α = ½.
+  s = avp.graph_stats(graph, votes, y, alpha=0.5, complete_weight=0.5)
+  assert s["answer_share"] == pytest.approx(13.5 / (6 + 13.5))
+  assert s["deg_min"] == -2.0  # image 3: itself, minus component {0, 1, 2}
+
+
+@pytest.mark.slow  # ~70 s on 2 shared cores: 12 rounds of run_pal
+def test_active_vs_passive_fast_run_writes_table_figure_json(tmp_path):
+  import pal_active_vs_passive as avp  # pylint: disable=import-outside-toplevel
+  res = avp.main(["--out", str(tmp_path), "--fast", "--seeds", "2",
+                  "--noise", "0,0.2"])
+  assert (tmp_path / "pal_active_vs_passive.png").stat().st_size > 0
+  table = (tmp_path / "pal_active_vs_passive.md").read_text()
+  results, diagnostics = table.split("\n\n")
+  assert results.count("\n") == 3  # header, rule, 2 budgets
+  # header, rule, 4 runs x 2 budgets, kernel set-up: 2 kinds x 3 budgets
+  assert diagnostics.strip().count("\n") == 1 + 8 + 6
+  assert "| kernel Fig. 3, active | 400 |" in diagnostics
+  data = json.loads((tmp_path / "pal_active_vs_passive.json").read_text())
+  assert set(data["runs"]) == {"active, noise=0.0", "passive, noise=0.0",
+                               "active, noise=0.2", "passive, noise=0.2",
+                               "ssl_only"}
+  for name, stats in res["summary"].items():
+    for answers, mean, se in stats["probe"]:
+      runs = [c[answers // 40 - 1]["probe"] for c in res["runs"][name].values()]
+      assert mean == pytest.approx(np.mean(runs))
+      assert se == pytest.approx(np.std(runs, ddof=1) / np.sqrt(2))
+  noisy = res["runs"]["passive, noise=0.2"]
+  assert any(p["answer_acc"] < 1 for c in noisy.values() for p in c)
+  clean = res["runs"]["passive, noise=0.0"]
+  assert all(p["answer_acc"] == 1 and p["tp_pos"] in (1.0, None)
+             or p["pos_pairs"] == 0 for c in clean.values() for p in c)

@@ -113,6 +113,7 @@ def test_round_graph_mixes_augmentations_and_answers():
   config = pal_human.get_config()
   assert config.train.graph == "mixed" and config.train.alpha == 0.1
   config.train.alpha, config.train.views = 0.25, 3
+  config.train.complete_weight = 1.0  # the completed graph as is
   n, a = 5, 0.25
   votes = {(0, 1): [1, 0], (1, 2): [0, 2], (3, 4): [1, 1]}
   oracle, views = rounds.round_oracle(config, n, votes)
@@ -139,6 +140,40 @@ def test_round_graph_mixes_augmentations_and_answers():
     rounds.round_oracle(config, n, votes)
   config.train.graph, config.train.views = "mixed", 1
   with pytest.raises(ValueError, match="views"):
+    rounds.round_oracle(config, n, votes)
+
+
+def test_round_graph_weights_deduced_pairs():
+  """``train.complete_weight`` w: an answered pair keeps ±α on every view
+  pair, a pair known only by transitive completion gets ±w·α; the
+  minibatch degrees are the row sums of that graph; w outside [0, 1] is
+  refused."""
+  from configs import pal_human  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import rounds  # pylint: disable=import-outside-toplevel
+  config = pal_human.get_config()
+  config.train.alpha, config.train.views = 0.5, 2
+  config.train.complete_weight = 0.25
+  n, a, w = 4, 0.5, 0.25
+  votes = {(0, 1): [1, 0], (1, 2): [1, 0], (2, 3): [0, 1]}
+  oracle, views = rounds.round_oracle(config, n, votes)
+  t = oracle.target()
+  expected = np.eye(n)
+  expected[[0, 1, 1, 2], [1, 0, 2, 1]] = 1.0  # answered same
+  expected[[2, 3], [3, 2]] = -1.0  # answered different
+  expected[[0, 2], [2, 0]] = w  # 0 ~ 1 ~ 2: deduced same
+  expected[[0, 1, 3, 3], [3, 3, 0, 1]] = -w  # deduced different
+  image = np.tile(np.arange(n), views)
+  want = a * expected[image[:, None], image[None, :]]
+  want += (1 - a) * (image[:, None] == image[None, :])
+  np.testing.assert_allclose(t, want, atol=1e-12)
+  mb = oracle.minibatch(np.random.default_rng(0), 4)
+  np.testing.assert_allclose(mb.degree, t.sum(1)[mb.idx], atol=1e-12)
+  config.train.graph = "answers"  # the clean images only, same weights
+  oracle, _ = rounds.round_oracle(config, n, votes)
+  np.testing.assert_allclose(oracle.target(), expected, atol=1e-12)
+  np.testing.assert_allclose(oracle.degree(), expected.sum(1), atol=1e-12)
+  config.train.complete_weight = 1.5
+  with pytest.raises(ValueError, match="complete_weight"):
     rounds.round_oracle(config, n, votes)
 
 
@@ -212,3 +247,77 @@ def test_active_avoids_busy_and_excluded():
   excluded = {strategy.pair_key(n - 1, t) for t in range(c)}
   assert strategy.active_pair(rng, graph, c, busy=busy,
                               excluded=excluded) is None
+
+
+class _Clock:
+  """A settable stand-in for the `time` module of the service."""
+
+  def __init__(self, now=1000.0):
+    self.now = now
+
+  def time(self):
+    return self.now
+
+
+def test_timed_out_query_is_reissued_answered_one_is_not(tmp_path,
+                                                         monkeypatch):
+  """``server.query_timeout_s``: a query handed out and not answered
+  within the timeout goes to the next annotator who asks (same query id,
+  same pair, the database row now names the new holder); before the
+  timeout nobody else gets it; one answered in time is never handed out
+  again, however long one waits. Real SQLite database, in-process service
+  with a controlled clock."""
+  import pal_serve_util as util  # pylint: disable=import-outside-toplevel
+  from configs import pal_human  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import service as service_mod  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve.pool import load_pool, prepare_pool  # pylint: disable=import-outside-toplevel
+  config = pal_human.get_config("smoke")
+  config.data.name, config.data.num_classes = "npz", 4
+  config.data.path = str(util.tiny_pool(tmp_path / "source.npz"))
+  config.strategy, config.server.train_every = "passive", 0
+  config.server.query_timeout_s = 10.0
+  prepare_pool(config, tmp_path)
+  engine = db.connect(db.database_url("", tmp_path))
+  clock = _Clock()
+  monkeypatch.setattr(service_mod, "time", clock)
+  svc = service_mod.Service(config, tmp_path, engine, load_pool(tmp_path))
+  ids = {name: svc.annotator(db.add_annotator(engine, name))[0]
+         for name in ("ann", "bob", "cat", "dan", "eve", "fay", "gus")}
+
+  def holder(qid):
+    with engine.connect() as conn:
+      row = conn.execute(sa.select(db.queries).where(
+          db.queries.c.id == qid)).one()
+    return row.annotator_id, row.issued_at, row.state
+
+  qa = svc.next_query(ids["ann"])  # t = 0
+  clock.now += 5.0
+  qb = svc.next_query(ids["bob"])  # t = 5: ann's query is still hers
+  assert qb["query_id"] != qa["query_id"]
+  assert qb["items"] != qa["items"]
+  clock.now += 4.9  # t = 9.9: not yet timed out
+  assert svc.next_query(ids["cat"])["query_id"] not in (qa["query_id"],
+                                                        qb["query_id"])
+  svc.answer(ids["cat"], svc.next_query(ids["cat"])["query_id"], "same")
+  clock.now += 0.2  # t = 10.1: ann's query timed out, bob's has not
+  again = svc.next_query(ids["dan"])
+  assert again == qa  # re-issued: same id, same pair, same images
+  assert holder(qa["query_id"]) == (ids["dan"], clock.now, "pending")
+  assert svc.next_query(ids["bob"]) == qb  # bob still holds his
+  # Answered in time: never handed out again.
+  qe = svc.next_query(ids["eve"])
+  clock.now += 3.0
+  assert svc.answer(ids["eve"], qe["query_id"], "different")["stored"]
+  assert holder(qe["query_id"])[2] == "answered"
+  clock.now += 100.0  # every pending query has timed out now
+  handed = [svc.next_query(ids[name]) for name in ("fay", "gus")]
+  assert [q["query_id"] for q in handed] == [qa["query_id"], qb["query_id"]]
+  later = svc.next_query(ids["ann"])  # ann's own pair never comes back to her
+  assert later["query_id"] not in (qa["query_id"], qe["query_id"])
+  assert later["items"] != qe["items"] and later["items"] != qa["items"]
+  with engine.connect() as conn:
+    answered = conn.execute(sa.select(sa.func.count()).select_from(
+        db.answers).where(db.answers.c.query_id == qe["query_id"])
+                            ).scalar_one()
+  assert answered == 1
+  engine.dispose()

@@ -1,8 +1,10 @@
 """One training round on people's answers: graph, PAL loss, probe.
 
 A round (`train_round`) turns the answers into votes per pair, the votes
-into the completed contrastive graph (`strategy.graph_from_votes`: same ->
-+1, different -> -1, majority per pair, ties left out), and runs
+into the contrastive graph (`strategy.graph_from_votes`: same -> +1,
+different -> -1, majority per pair, ties left out; a pair known only by
+transitive completion weighs ``train.complete_weight``, `AnswersOracle`:
+0 by default, answered pairs only), and runs
 Algorithm 1 of Cabannes et al. 2023 (`ssljax.pal.run_pal`) on the pool (or its
 views) with that graph, Adam on the unbiased degree-corrected minibatch estimate of
 ‖ZZᵀ − G‖² − ‖G‖² (`ssljax.pal.pal_minibatch_loss`). It starts from the
@@ -68,29 +70,71 @@ class AnswersOracle:
   """The fixed graph of a round as a `run_pal` oracle (asks nothing).
 
   Also the label oracle of `ssljax.pal.MixedOracle` (``block``,
-  ``degree``, ``graph``, ``n``), which may add positives to the graph.
+  ``degree``, ``n``).
+
+  The entries are w·(completed graph) + (1 − w)·(answered pairs only),
+  w = `complete_weight`: an answered pair keeps its ±1 whatever w, a pair
+  known only by transitive completion (i ~ j, j ~ k => i ~ k; i ~ j,
+  j !~ k => i !~ k) gets ±w. w = 1 is the completed graph of Cabannes et
+  al. 2023 Fig. 6 / Algorithm 3; w = 0 the answered entries alone (the
+  passive baseline of their Fig. 3).
 
   Args:
-    graph: the `ssljax.pal.PairGraph` of the answers.
+    graph: the `ssljax.pal.PairGraph` of the answers over N images.
     signed: different -> -1 (True) or 0 (False).
+    complete_weight: w in [0, 1].
+    groups: optional (M,) int image of each row (rows are views of the
+      images; every view of an image carries that image's relations, and
+      two views of one image are 1). None: the rows are the N images.
+
+  Raises:
+    ValueError: w outside [0, 1], or groups not (M,) ints in [0, N).
   """
 
-  def __init__(self, graph, *, signed: bool):
-    self.graph, self.n, self.signed = graph, graph.n, bool(signed)
+  def __init__(self, graph, *, signed: bool, complete_weight: float = 1.0,
+               groups=None):
+    if not 0.0 <= float(complete_weight) <= 1.0:
+      raise ValueError(f"complete_weight must be in [0, 1], got"
+                       f" {complete_weight!r}")
+    self.graph, self.signed = graph, bool(signed)
+    self.complete_weight = float(complete_weight)
+    if groups is None:
+      groups = np.arange(graph.n)
+    groups = np.asarray(groups)
+    if (groups.ndim != 1 or not np.issubdtype(groups.dtype, np.integer)
+        or groups.size == 0 or groups.min() < 0 or groups.max() >= graph.n):
+      raise ValueError(f"groups must be (M,) ints in [0, {graph.n}), got"
+                       f" shape {groups.shape} dtype {groups.dtype}")
+    self.groups = groups
+    self.n = int(groups.size)
+    self._views = np.bincount(groups, minlength=graph.n).astype(np.float64)
 
   def query(self, rng, embed_all=None) -> int:
     del rng, embed_all
     return 0
 
   def block(self, rows, cols) -> np.ndarray:
-    """(R, S) completed graph entries (diagonal 1)."""
-    return self.graph.block(rows, cols, signed=self.signed)
+    """(R, S) float64 graph entries of the rows (views of one image: 1)."""
+    r, c = self.groups[np.asarray(rows)], self.groups[np.asarray(cols)]
+    w = self.complete_weight
+    out = w * self.graph.block(r, c, signed=self.signed)
+    if w < 1.0:
+      out += (1.0 - w) * self.graph.raw_block(r, c, signed=self.signed)
+    return out
 
   def degree(self) -> np.ndarray:
-    """(N,) row sums of the completed graph, diagonal included."""
-    return self.graph.degree(signed=self.signed)
+    """(M,) float64 row sums over all M rows, diagonal included."""
+    w = self.complete_weight
+    g, s = self.graph, self.signed
+    if np.all(self._views == self._views[0]):  # V views of every image
+      d = w * g.degree(signed=s)
+      if w < 1.0:
+        d = d + (1.0 - w) * g.raw_degree(signed=s)
+      return (self._views[0] * d)[self.groups]
+    idx = np.arange(self.n)  # uneven views: explicit row sums
+    return self.block(idx, idx).sum(1)
 
-  # Same as GraphOracle's (the completed graph; uniform minibatches), over
+  # Same as GraphOracle's (the graph above; uniform minibatches), over
   # this oracle's own block and degree.
   target = GraphOracle.target
   minibatch = GraphOracle.minibatch
@@ -142,27 +186,30 @@ def round_oracle(config, n: int, votes: dict):
   Returns:
     (oracle, V): V = 1 and an `AnswersOracle` over the N images for
     "answers"; V = ``train.views`` and a `MixedOracle` over N·V rows
-    (row v·N + p is view v of pool image p; answers on the rows of view 0)
-    for "mixed".
+    (row v·N + p is view v of pool image p; every view carries its
+    image's answers) for "mixed". The answers' entries are weighted by
+    ``train.complete_weight`` (`AnswersOracle`; configs without it get 1).
 
   Raises:
-    ValueError: an unknown ``train.graph``, fewer than 2 views, or an
-      alpha outside [0, 1].
+    ValueError: an unknown ``train.graph``, fewer than 2 views, an alpha
+      or a complete_weight outside [0, 1].
   """
   kind = config.train.get("graph", "answers")
   if kind not in GRAPHS:
     raise ValueError(f"train.graph must be one of {GRAPHS}, got {kind!r}")
   signed = config.train.signed
+  weight = config.train.get("complete_weight", 1.0)
   if kind == "answers":
-    return AnswersOracle(strategy.graph_from_votes(n, votes),
-                         signed=signed), 1
+    return AnswersOracle(strategy.graph_from_votes(n, votes), signed=signed,
+                         complete_weight=weight), 1
   v = int(config.train.views)
   if v < 2:
     raise ValueError(f"train.views must be >= 2 for the mixed graph, got {v}")
-  answers = AnswersOracle(strategy.graph_from_votes(n * v, votes),
-                          signed=signed)
-  return MixedOracle(np.tile(np.arange(n), v), answers,
-                     alpha=config.train.alpha), v
+  groups = np.tile(np.arange(n), v)
+  answers = AnswersOracle(strategy.graph_from_votes(n, votes), signed=signed,
+                          complete_weight=weight, groups=groups)
+  return MixedOracle(groups, answers, alpha=config.train.alpha,
+                     share_positives=False), v
 
 
 def round_rows(config, images: np.ndarray, views: int,
