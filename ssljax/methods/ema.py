@@ -44,6 +44,20 @@ def _check_unit_interval(value, name: str) -> None:
     raise ValueError(f"{name} must be in [0, 1], got {value!r}")
 
 
+def _schedule_arrays(step, total_steps, base, final) -> tuple:
+  """(k clipped to [0, K], K, base, final) as arrays of the default float
+  dtype, after checking base, final in [0, 1] and K >= 1 (concrete values
+  only)."""
+  _check_unit_interval(base, "base")
+  _check_unit_interval(final, "final")
+  if checks.is_concrete(total_steps):
+    if jnp.ndim(total_steps) != 0 or not float(total_steps) >= 1:
+      raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
+  total = jnp.asarray(total_steps, float)
+  k = jnp.clip(jnp.asarray(step, float), 0.0, total)
+  return k, total, jnp.asarray(base, float), jnp.asarray(final, float)
+
+
 def cosine_momentum(step, total_steps, *, base: float = 0.996,
                     final: float = 1.0) -> jax.Array:
   """BYOL's cosine schedule of the target momentum τ_k.
@@ -77,16 +91,8 @@ def cosine_momentum(step, total_steps, *, base: float = 0.996,
     >>> [round(float(cosine_momentum(k, 10)), 4) for k in (0, 5, 10)]
     [0.996, 0.998, 1.0]
   """
-  _check_unit_interval(base, "base")
-  _check_unit_interval(final, "final")
-  if checks.is_concrete(total_steps):
-    if jnp.ndim(total_steps) != 0 or not float(total_steps) >= 1:
-      raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
-  k = jnp.clip(jnp.asarray(step, float), 0.0,
-               jnp.asarray(total_steps, float))
-  base = jnp.asarray(base, float)
-  final = jnp.asarray(final, float)
-  frac = (jnp.cos(math.pi * k / jnp.asarray(total_steps, float)) + 1) / 2
+  k, total, base, final = _schedule_arrays(step, total_steps, base, final)
+  frac = (jnp.cos(math.pi * k / total) + 1) / 2
   return final - (final - base) * frac
 
 
@@ -117,15 +123,7 @@ def linear_momentum(step, total_steps, *, base: float = 0.996,
     >>> [round(float(linear_momentum(k, 10)), 4) for k in (0, 5, 10)]
     [0.996, 0.998, 1.0]
   """
-  _check_unit_interval(base, "base")
-  _check_unit_interval(final, "final")
-  if checks.is_concrete(total_steps):
-    if jnp.ndim(total_steps) != 0 or not float(total_steps) >= 1:
-      raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
-  total = jnp.asarray(total_steps, float)
-  k = jnp.clip(jnp.asarray(step, float), 0.0, total)
-  base = jnp.asarray(base, float)
-  final = jnp.asarray(final, float)
+  k, total, base, final = _schedule_arrays(step, total_steps, base, final)
   return base + k * (final - base) / total
 
 
