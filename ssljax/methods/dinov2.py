@@ -221,7 +221,10 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
             ratio_min_max=tuple(ratios),
             sample_probability=config.masks.mask_sample_probability)
       except ValueError as e:
-        problems.append(f"config.masks: {e}")
+        problems.append(
+            f"config.masks.mask_ratio_min_max={tuple(ratios)} with"
+            f" mask_sample_probability="
+            f"{config.masks.mask_sample_probability}: {e}")
     return problems
 
   def _mask_kwargs(self):
