@@ -135,6 +135,10 @@ def test_ijepa_run_stops_at_80_percent_of_its_schedules():
     ("imagenet_vit", "ijepa", 1e-3, 1e-6),
     ("imagenet_vit", "mae", 2.4e-3, 0.0),
     ("imagenette_vit_small", "dino", 5e-4, 1e-6),
+    # DINOv2 ssl_default_config.yaml: base_lr 4e-3 x sqrt(batch/1024)
+    # (scaling_rule sqrt_wrt_1024), min_lr 1e-6.
+    ("imagenette_vit_small", "dinov2", 2e-3, 1e-6),
+    ("imagenet_vit", "dinov2", 4e-3 * 2 ** 0.5, 1e-6),
     ("imagenette_vit_small", "ijepa", 1.25e-4, 1.25e-7),
 ])
 def test_effective_learning_rate(module, arg, peak, end):
@@ -188,6 +192,28 @@ def test_teacher_student_recipes_solo_learn_values():
     assert c.batch_size == 16
     assert c.method != "nnclr" or c.loss.queue_size == 64
     assert c.method != "dino" or c.model.dino_head.out_dim == 64
+
+
+def test_dinov2_recipes_follow_the_official_config():
+  """Key values of DINOv2's ssl_default_config.yaml and vitl16_short.yaml."""
+  for c in (imagenet_vit.get_config("dinov2"),
+            imagenette_vit_small.get_config("dinov2")):
+    assert c.method == "dinov2" and c.loss.centering == "centering"
+    assert (c.loss.teacher_temperature, c.loss.warmup_teacher_temperature,
+            c.loss.teacher_temperature_warmup_epochs) == (0.07, 0.04, 30.0)
+    assert (c.loss.koleo_weight, c.loss.ibot_weight) == (0.1, 1.0)
+    assert tuple(c.masks.mask_ratio_min_max) == (0.1, 0.5)
+    assert c.masks.mask_sample_probability == 0.5
+    assert not c.model.ibot_separate_head
+    assert (c.model.dino_head.out_dim, c.model.dino_head.hidden_dim) == (
+        65536, 2048)
+    assert (c.teacher.momentum, c.optim.weight_decay,
+            c.optim.final_weight_decay) == (0.992, 0.04, 0.4)
+    assert (c.views.num_local, c.views.local_size) == (8, 96)
+    assert tuple(c.views.crop_scale) == (0.32, 1.0)
+  big = imagenet_vit.get_config("dinov2")
+  assert (big.batch_size, big.epochs,
+          big.model.encoder_kwargs.hidden_dim) == (2048, 100, 1024)
 
 
 def test_masked_vit_recipes_follow_the_papers():
