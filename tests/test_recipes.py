@@ -69,7 +69,7 @@ def test_cifar_default_arg_and_errors():
   with pytest.raises(ValueError, match="two-view"):
     cifar_resnet18.get_config("nnclr,cifar10,multicrop")
   with pytest.raises(ValueError, match="unknown method"):
-    cifar_resnet18.get_config("swav,cifar10")
+    cifar_resnet18.get_config("dinov2,cifar10")
   with pytest.raises(ValueError, match="unknown dataset"):
     cifar_resnet18.get_config("vicreg,stl10")
   with pytest.raises(ValueError, match="variant"):
@@ -130,6 +130,10 @@ def test_ijepa_run_stops_at_80_percent_of_its_schedules():
     ("imagenet100_resnet18", "barlow_twins", 0.3, 0.0),
     ("imagenet100_resnet18", "byol", 0.5, 0.0),
     ("imagenet100_resnet18", "dino", 0.3, 0.0),
+    # swav.yaml: lars lr 0.6 x 256/256 (cifar: batch 256 x 1 device;
+    # imagenet-100: 128 x 2 devices).
+    ("cifar_resnet18", "swav,cifar10", 0.6, 0.0),
+    ("imagenet100_resnet18", "swav", 0.6, 0.0),
     # I-JEPA App. A / in1k yaml: lr 1e-3 at batch 2048, final 1e-6; MAE
     # Table 8: 1.5e-4 x 4096/256; DINO ViT-S/16: 5e-4 x 256/256, min 1e-6.
     ("imagenet_vit", "ijepa", 1e-3, 1e-6),
@@ -192,6 +196,25 @@ def test_teacher_student_recipes_solo_learn_values():
     assert c.batch_size == 16
     assert c.method != "nnclr" or c.loss.queue_size == 64
     assert c.method != "dino" or c.model.dino_head.out_dim == 64
+
+
+def test_swav_recipes_solo_learn_values():
+  """scripts/pretrain/{cifar,imagenet-100}/swav.yaml of solo-learn."""
+  for c in (cifar_resnet18.get_config("swav,cifar100"),
+            imagenet100_resnet18.get_config("swav")):
+    assert c.method == "swav" and "graph" not in c
+    assert tuple(c.model.projector) == (2048, 128)
+    assert c.model.num_prototypes == 3000
+    assert (c.loss.queue_length, c.loss.epoch_queue_starts,
+            c.loss.temperature) == (3840, 50.0, 0.1)
+    assert c.optim.freeze_last_layer_epochs == 2.0
+    assert (c.optim.name, c.optim.weight_decay,
+            c.optim.lars.trust_coefficient) == ("lars", 1e-6, 0.02)
+    assert (c.views.num_global, c.views.num_local) == (2, 0)
+    assert (c.views.blur_prob, c.views.solarize_prob) == (0.5, 0.0)
+    assert c.views.brightness == 0.8 and c.batch_size == 256
+  assert cifar_resnet18.get_config("swav,cifar10").epochs == 1000
+  assert imagenet100_resnet18.get_config("swav").epochs == 400
 
 
 def test_dinov2_recipes_follow_the_official_config():

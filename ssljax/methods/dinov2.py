@@ -341,7 +341,7 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     new = dict(state)
     for name in ("dino_center", "ibot_center"):
       if name in terms:
-        new[name] = terms.pop(name).astype(jnp.float32)
+        new[name] = terms.pop(name).astype(state[name].dtype)
     metrics = {**terms, "teacher_temperature": tau_t,
                "masked_patches": jnp.sum(outs["masks"]).astype(jnp.float32)}
     return terms["loss"], base.LossAux(metrics, new,
