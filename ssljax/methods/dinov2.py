@@ -206,7 +206,7 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
                       f" needs a neighbour), got {config.batch_size}")
     ratios = config.masks.mask_ratio_min_max
     patch = kwargs.get("patch_size", encoder.patch_size)
-    size = config.views.size or 28
+    size = config.views.size or 28  # 0: the images' own (Fashion-MNIST)
     if size % patch:
       problems.append(f"config.views.size={size} is not divisible by the"
                       f" patch size {patch}")
@@ -279,7 +279,11 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     """
     g = self.config.views.num_global
     b = views[0].shape[0]
-    x_global = jnp.concatenate(views[:g])  # crop-major (2B, S, S, C)
+    # The network sees the global crops sample-major (rows (b, g): a batch
+    # sharded over devices stays where it is, no image is gathered); the
+    # masks and the loss are crop-major (row g·B + b), as the official
+    # collate.
+    x_global = jnp.stack(views[:g], axis=1).reshape(g * b, *views[0].shape[1:])
     num_patches = (x_global.shape[1] // self.encoder.patch_size) * (
         x_global.shape[2] // self.encoder.patch_size)
     mask_CxT = masks.dinov2_masks(key, g * b, num_patches,
@@ -287,10 +291,15 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     count = int(sum(masks.dinov2_mask_counts(
         g * b, num_patches, **self._mask_kwargs())))
     flat = jnp.nonzero(mask_CxT.reshape(-1), size=count)[0]
+    to_sample = lambda a: jnp.swapaxes(a.reshape(g, b, *a.shape[1:]), 0, 1
+                                       ).reshape(g * b, *a.shape[1:])
+    to_crop = lambda a: jnp.swapaxes(a.reshape(b, g, *a.shape[1:]), 0, 1
+                                     ).reshape(g * b, *a.shape[1:])
     net = self.network
-    s = net.apply({"params": params}, x_global, masks=mask_CxT)
+    s = net.apply({"params": params}, x_global, masks=to_sample(mask_CxT))
     t = net.apply({"params": teacher_params}, x_global)
-    t = jax.tree.map(jax.lax.stop_gradient, t)
+    s = jax.tree.map(to_crop, s)
+    t = jax.tree.map(lambda a: jax.lax.stop_gradient(to_crop(a)), t)
     dim = s["patch"].shape[-1]
     s_patch = net.apply({"params": params},
                         s["patch"].reshape(-1, dim)[flat],
@@ -300,8 +309,10 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
         method=Network.patch_logits))
     local = views[g:]
     if local:
-      sl = net.apply({"params": params}, jnp.concatenate(local))["z"]
-      sl = sl.reshape(len(local), b, -1)
+      x_local = jnp.stack(local, axis=1).reshape(
+          len(local) * b, *local[0].shape[1:])  # sample-major rows
+      sl = net.apply({"params": params}, x_local)["z"]
+      sl = jnp.swapaxes(sl.reshape(b, len(local), -1), 0, 1)
     else:
       sl = jnp.zeros((0, b, s["z"].shape[-1]), s["z"].dtype)
     split = lambda a: a.reshape(g, b, *a.shape[1:])
