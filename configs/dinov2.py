@@ -94,8 +94,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
                                   out_dim=32))
     c.views.num_local = 2
   if variant == "cpu":
-    # ~15 min with the evaluators on 2 loaded CPU cores (docs/guide/
-    # dinov2_swav.md): a 4-block, 96-wide ViT, a smaller head, 1 epoch.
+    # A 4-block, 96-wide ViT, a smaller head, 1 epoch: 32 min with the
+    # evaluators on 2 CPU cores at load 12-14 (2026-11-27), meant for ~15 on
+    # a quiet machine; its probe did not beat random init
+    # (docs/guide/dinov2_swav.md).
     c.model.encoder_kwargs = config_dict.ConfigDict(
         {"patch_size": 7, "hidden_dim": 96, "depth": 4, "num_heads": 3})
     c.model.dino_head.update(dict(hidden_dim=512, bottleneck_dim=128,
