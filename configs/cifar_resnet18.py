@@ -20,7 +20,8 @@ solo-learn (sources in its comments below).
 Source of every other value: solo-learn (da Costa et al. 2022, JMLR, arXiv
 2108.01775), github.com/vturrisi/solo-learn at the stored snapshot, files
 scripts/pretrain/cifar/{vicreg,barlow,simclr,wmse,byol,simsiam,mocov3,dino,
-nnclr}.yaml and scripts/pretrain/cifar/augmentations/{asymmetric,symmetric,
+nnclr,swav}.yaml (SwAV: configs/_solo_learn_swav.py) and
+scripts/pretrain/cifar/augmentations/{asymmetric,symmetric,
 symmetric_weak}.yaml, plus the
 defaults filled in by solo/methods/base.py and solo/args/pretrain.py. Paths
 in the comments below are relative to that repository.
@@ -51,11 +52,12 @@ Where this library differs from solo-learn (said again next to the field):
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_swav as swav
 from configs import _solo_learn_teacher_student as teacher_student
 from configs import common
 
 METHODS = ("vicreg", "barlow_twins", "simclr", "wmse") + teacher_student.METHODS + (
-    "lejepa",)
+    "lejepa", "swav")
 DATASETS = ("cifar10", "cifar100")
 VARIANT_WORDS = ("smoke", "multicrop")
 # Methods whose loss accepts V > 2 views (ssljax.methods: the
@@ -170,6 +172,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     v.saturation, v.hue = 0.4, 0.1
     v.blur_prob = 0.5  # gaussian_blur.prob 0.5
     v.solarize_prob = 0.0  # solarization.prob 0.0
+  elif method == "swav":
+    pass  # set with the loss below (configs/_solo_learn_swav.py)
   else:
     # {byol,mocov3,dino,nnclr}.yaml -> augmentations/asymmetric.yaml, the
     # same views as Barlow Twins above (2 crops, no local crops: DINO's
@@ -178,7 +182,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     v.brightness, v.contrast = 0.4, 0.4
     v.saturation, v.hue = 0.2, 0.1
     _set_per_view(v, "solarize_prob", (0.0, 0.2))  # first crop 0.0, second 0.2
-  if v.blur_prob == 0.0:  # no blur: its kernel size is not read
+  if v.blur_prob == 0.0 and method != "swav":  # no blur: its kernel size is not read
     v.blur_kernel_fraction = 0.1
 
   # -------------------------------------------------------------- model --
@@ -236,9 +240,13 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # the distance to the views' mean is not checked.
     c.lejepa.lam = 10.0 / 11.0
     c.lejepa.num_slices = 1024  # the official LeJEPA README's example
+  elif method == "swav":
+    # scripts/pretrain/cifar/swav.yaml, configs/_solo_learn_swav.py (its
+    # symmetric.yaml views with blur 0.5: the 13-px kernel above).
+    swav.set_swav(c)
   else:
     teacher_student.set_method(c, method, "cifar")
-  if method not in teacher_student.METHODS + ("lejepa",):
+  if method not in teacher_student.METHODS + ("lejepa", "swav"):
     common.add_graph(c)  # G of the "graph" form (the multicrop variant)
 
   # ---------------------------------------------------------------- optim --
@@ -249,8 +257,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default 10 (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0 (base.py)
   c.optim.lars.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
-  if method in teacher_student.METHODS:
-    pass  # optimiser set by teacher_student.set_method: {method}.yaml optimizer.*
+  if method in teacher_student.METHODS + ("swav",):
+    pass  # optimiser set by set_method / set_swav: {method}.yaml optimizer.*
   elif method == "wmse":
     # wmse.yaml: optimizer adam, lr 2e-3, weight_decay 1e-6 (torch Adam adds
     # wd·p to the gradient; ours is AdamW's decoupled decay on kernels only).
@@ -306,5 +314,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
       teacher_student.set_smoke(c, method)
     if method == "lejepa":
       c.lejepa.num_slices = 16
+    if method == "swav":
+      swav.set_smoke(c)
     c.eval_inputs.baselines = False
   return c

@@ -10,7 +10,7 @@ configs/_solo_learn_teacher_student.py); variant words "asymmetric" (VICReg
 with the asymmetric BYOL-style views of Barlow Twins, see below) and
 "smoke" (about a minute on a CPU on a small generated RGB image folder, 64
 px views, tiny widths, 3 steps, same code path). No argument means
-"vicreg". Predictive methods: the library differences of their heads and
+"vicreg"; "swav" from swav.yaml (configs/_solo_learn_swav.py). Predictive methods: the library differences of their heads and
 SimSiam's optimiser are listed in configs/_solo_learn_teacher_student.py.
 
 Data: tfds has no ImageNet-100, so the split is read from an image folder
@@ -43,10 +43,11 @@ Barlow's scale_loss) are those listed in configs/cifar_resnet18.py.
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_swav as swav
 from configs import _solo_learn_teacher_student as teacher_student
 from configs import common
 
-METHODS = ("vicreg", "barlow_twins") + teacher_student.METHODS
+METHODS = ("vicreg", "barlow_twins") + teacher_student.METHODS + ("swav",)
 VARIANT_WORDS = ("asymmetric", "smoke")
 
 
@@ -128,7 +129,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # (solo/methods/base.py only swaps the stem for cifar10/100).
   c.model.encoder_kwargs = config_dict.ConfigDict({"stem": "imagenet"})
   c.model.dtype = "float32"  # solo-learn: precision 16-mixed ("bfloat16")
-  if method not in teacher_student.METHODS:
+  if method not in teacher_student.METHODS + ("swav",):
     # vicreg.yaml / barlow.yaml: proj_hidden_dim 2048, proj_output_dim 2048,
     # 3-layer projector (solo/methods/{vicreg,barlow_twins}.py).
     c.model.projector = (2048, 2048, 2048)
@@ -164,6 +165,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # weight_decay (batch_size 128 x devices [0, 1] = 256, lr per 256 as
     # above).
     teacher_student.set_method(c, method, "imagenet100")
+  if method == "swav":
+    # imagenet-100/swav.yaml: batch_size 128 x devices [0, 1] = 256, lr 0.6
+    # per 256; configs/_solo_learn_swav.py (symmetric.yaml views).
+    swav.set_swav(c)
   c.checkpoint_every_steps = 1000
   c.log_every_steps = 50
 
@@ -179,5 +184,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
                               view_size=64)
     if method in teacher_student.METHODS:
       teacher_student.set_smoke(c, method)
+    if method == "swav":
+      swav.set_smoke(c)
   return c
 

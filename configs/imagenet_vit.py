@@ -19,16 +19,19 @@ the paper's ImageNet-1k rows (Balestriero & LeCun 2025, Table 2), 2 x 224 +
 6 x 98 px crops and the official README's optimiser
 (configs/_masked_vit_recipes.py ``set_lejepa``); batch 512 (not stated in
 the sources read for this recipe).
+DINOv2: ViT-L/16, the official train/vitl16_short.yaml recipe
+(configs/_dinov2_recipe.py; Oquab et al. 2023, arXiv 2304.07193).
 Data: ``DIR/train/<wnid>/*.JPEG``, ``DIR/test/<wnid>/*.JPEG`` (or
 ``--config.dataset.test_split=val``).
 """
 
 from ml_collections import config_dict
 
+from configs import _dinov2_recipe as dinov2
 from configs import _masked_vit_recipes as masked
 from configs import common
 
-METHODS = ("lejepa",) + masked.METHODS
+METHODS = ("lejepa", "dinov2") + masked.METHODS
 VARIANT_WORDS = ("smoke",)
 _VIT_B = dict(hidden_dim=768, depth=12, num_heads=12)
 
@@ -70,6 +73,13 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     masked.set_lejepa(c, patch_size=14, local_size=98)
     c.optim.warmup_epochs = 10.0
     c.batch_size, c.epochs = 512, 100
+  elif method == "dinov2":
+    # DINOv2's train/vitl16_short.yaml: ViT-L/16 (student.arch vit_large,
+    # patch_size 16), 64 per GPU on 4 nodes of 8 GPUs (the official README's
+    # command) = 2048, 100 epochs; configs/_dinov2_recipe.py.
+    c.model.encoder_kwargs = config_dict.ConfigDict(dict(
+        hidden_dim=1024, depth=24, num_heads=16))
+    dinov2.set_dinov2(c, batch_size=2048)
   elif method == "ijepa":
     masked.set_method(c, method, warmup_epochs=15.0)
     c.batch_size, c.epochs = 2048, 600
@@ -86,6 +96,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
                               view_size=64)
     if method == "lejepa":
       masked.set_lejepa_smoke(c)
+    elif method == "dinov2":
+      dinov2.set_smoke(c)
     else:
       masked.set_smoke(c, method)
   return c

@@ -27,7 +27,7 @@ from configs import common  # noqa: E402
 JOINT = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive", "frossl",
          "wmse")
 PREDICTIVE = ("byol", "simsiam", "mocov3", "nnclr")
-TEACHER = ("byol", "mocov3", "dino", "ijepa")
+TEACHER = ("byol", "mocov3", "dino", "ijepa", "dinov2")
 MASKED = ("ijepa", "mae")  # ViT heads instead of a projector
 
 
@@ -63,13 +63,14 @@ def test_every_config_and_variant_loads_with_current_names(name, arg):
   m = c.method
   assert ("graph" in c) == (m in JOINT), m
   assert ("teacher" in c) == (m in TEACHER), m
-  assert ("projector" in c.model) == (m not in ("dino",) + MASKED), m
+  assert ("projector" in c.model) == (m not in ("dino", "dinov2") + MASKED
+                                      ), m
   assert ("jepa_predictor" in c.model) == (m == "ijepa"), m
   assert ("mae_decoder" in c.model) == (m == "mae"), m
-  assert ("masks" in c) == (m in MASKED), m
+  assert ("masks" in c) == (m in MASKED + ("dinov2",)), m
   assert ("predictor" in c.model) == (m in PREDICTIVE), m
-  assert ("dino_head" in c.model) == (m == "dino"), m
-  if m == "dino":
+  assert ("dino_head" in c.model) == (m in ("dino", "dinov2")), m
+  if m in ("dino", "dinov2"):
     assert set(c.model.dino_head) == {"hidden_dim", "bottleneck_dim",
                                       "out_dim", "num_layers", "use_bn",
                                       "norm_last_layer"}

@@ -69,7 +69,7 @@ def test_cifar_default_arg_and_errors():
   with pytest.raises(ValueError, match="two-view"):
     cifar_resnet18.get_config("nnclr,cifar10,multicrop")
   with pytest.raises(ValueError, match="unknown method"):
-    cifar_resnet18.get_config("swav,cifar10")
+    cifar_resnet18.get_config("dinov2,cifar10")
   with pytest.raises(ValueError, match="unknown dataset"):
     cifar_resnet18.get_config("vicreg,stl10")
   with pytest.raises(ValueError, match="variant"):
@@ -133,11 +133,19 @@ def test_schedule_scale_stops_a_run_inside_its_schedules():
     ("imagenet100_resnet18", "barlow_twins", 0.3, 0.0),
     ("imagenet100_resnet18", "byol", 0.5, 0.0),
     ("imagenet100_resnet18", "dino", 0.3, 0.0),
+    # swav.yaml: lars lr 0.6 x 256/256 (cifar: batch 256 x 1 device;
+    # imagenet-100: 128 x 2 devices).
+    ("cifar_resnet18", "swav,cifar10", 0.6, 0.0),
+    ("imagenet100_resnet18", "swav", 0.6, 0.0),
     # I-JEPA App. A / in1k yaml: lr 1e-3 at batch 2048, final 1e-6; MAE
     # Table 8: 1.5e-4 x 4096/256; DINO ViT-S/16: 5e-4 x 256/256, min 1e-6.
     ("imagenet_vit", "ijepa", 1e-3, 1e-6),
     ("imagenet_vit", "mae", 2.4e-3, 0.0),
     ("imagenette_vit_small", "dino", 5e-4, 1e-6),
+    # DINOv2 ssl_default_config.yaml: base_lr 4e-3 x sqrt(batch/1024)
+    # (scaling_rule sqrt_wrt_1024), min_lr 1e-6.
+    ("imagenette_vit_small", "dinov2", 2e-3, 1e-6),
+    ("imagenet_vit", "dinov2", 4e-3 * 2 ** 0.5, 1e-6),
     ("imagenette_vit_small", "ijepa", 1.25e-4, 1.25e-7),
 ])
 def test_effective_learning_rate(module, arg, peak, end):
@@ -191,6 +199,47 @@ def test_teacher_student_recipes_solo_learn_values():
     assert c.batch_size == 16
     assert c.method != "nnclr" or c.loss.queue_size == 64
     assert c.method != "dino" or c.model.dino_head.out_dim == 64
+
+
+def test_swav_recipes_solo_learn_values():
+  """scripts/pretrain/{cifar,imagenet-100}/swav.yaml of solo-learn."""
+  for c in (cifar_resnet18.get_config("swav,cifar100"),
+            imagenet100_resnet18.get_config("swav")):
+    assert c.method == "swav" and "graph" not in c
+    assert tuple(c.model.projector) == (2048, 128)
+    assert c.model.num_prototypes == 3000
+    assert (c.loss.queue_length, c.loss.epoch_queue_starts,
+            c.loss.temperature) == (3840, 50.0, 0.1)
+    assert c.optim.freeze_last_layer_epochs == 2.0
+    assert (c.optim.name, c.optim.weight_decay,
+            c.optim.lars.trust_coefficient) == ("lars", 1e-6, 0.02)
+    assert (c.views.num_global, c.views.num_local) == (2, 0)
+    assert (c.views.blur_prob, c.views.solarize_prob) == (0.5, 0.0)
+    assert c.views.brightness == 0.8 and c.batch_size == 256
+  assert cifar_resnet18.get_config("swav,cifar10").epochs == 1000
+  assert imagenet100_resnet18.get_config("swav").epochs == 400
+
+
+def test_dinov2_recipes_follow_the_official_config():
+  """Key values of DINOv2's ssl_default_config.yaml and vitl16_short.yaml."""
+  for c in (imagenet_vit.get_config("dinov2"),
+            imagenette_vit_small.get_config("dinov2")):
+    assert c.method == "dinov2" and c.loss.centering == "centering"
+    assert (c.loss.teacher_temperature, c.loss.warmup_teacher_temperature,
+            c.loss.teacher_temperature_warmup_epochs) == (0.07, 0.04, 30.0)
+    assert (c.loss.koleo_weight, c.loss.ibot_weight) == (0.1, 1.0)
+    assert tuple(c.masks.mask_ratio_min_max) == (0.1, 0.5)
+    assert c.masks.mask_sample_probability == 0.5
+    assert not c.model.ibot_separate_head
+    assert (c.model.dino_head.out_dim, c.model.dino_head.hidden_dim) == (
+        65536, 2048)
+    assert (c.teacher.momentum, c.optim.weight_decay,
+            c.optim.final_weight_decay) == (0.992, 0.04, 0.4)
+    assert (c.views.num_local, c.views.local_size) == (8, 96)
+    assert tuple(c.views.crop_scale) == (0.32, 1.0)
+  big = imagenet_vit.get_config("dinov2")
+  assert (big.batch_size, big.epochs,
+          big.model.encoder_kwargs.hidden_dim) == (2048, 100, 1024)
 
 
 def test_masked_vit_recipes_follow_the_papers():

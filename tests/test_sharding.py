@@ -71,6 +71,9 @@ CASES = (
     ("nnclr", "graph", 2, "views"),
     # SwAV: Sinkhorn-Knopp sums over the global batch, the queue's pushes.
     ("swav", "multi_crop", 4, "views"),  # 2 global + 2 local crops
+    # DINOv2: the masks drawn from the step's key over the global batch,
+    # the EMA teacher, the lazy centres, KoLeo within each crop's batch.
+    ("dinov2", "dinov2", 4, "views"),
     # LeJEPA: SIGReg's characteristic function is a mean over the global
     # batch (lightly once scaled its gradient by 1/world_size), the
     # directions are drawn from (seed, step) on every device.
@@ -212,12 +215,12 @@ def _config(method, form, views, graph):
   """
   module = __import__(f"configs.{method}", fromlist=["get_config"])
   config = module.get_config("smoke")
-  if (method, form) != ("vicreg", "two_view") and method not in ("ijepa",
-                                                                  "mae"):
+  if (method, form) != ("vicreg", "two_view") and method not in (
+      "ijepa", "mae", "dinov2"):
     config.model.encoder = "mlp"
     config.model.encoder_kwargs = ml_collections.ConfigDict({"features": (32,)})
   config.loss.form, config.views.num_global = form, views
-  if method in ("dino", "lejepa", "swav"):  # 2 global crops, the rest local
+  if method in ("dino", "lejepa", "swav", "dinov2"):  # 2 global, rest local
     config.views.num_global, config.views.num_local = 2, views - 2
     config.views.local_size = 28
   if "graph" in config:

@@ -47,7 +47,8 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["random_masking", "block_size", "multiblock_bounds",
-           "multiblock_masks", "multiblock_problems", "TRIES_PER_LEVEL"]
+           "multiblock_masks", "multiblock_problems", "TRIES_PER_LEVEL",
+           "dinov2_mask_counts", "dinov2_masks"]
 
 # Rejected context candidates before one target block is dropped from the
 # constraint (the official ``timeout``).
@@ -245,3 +246,90 @@ def multiblock_masks(key: jax.Array, batch: int, grid: tuple, *,
               jnp.arange(t_max) < num_target, (num_targets, batch, t_max)),
           "num_target": num_target,
           "target_mask": targets}
+
+
+def dinov2_mask_counts(num_crops: int, num_patches: int, *,
+                       ratio_min_max: tuple, sample_probability: float
+                       ) -> tuple:
+  """The masked-patch counts of DINOv2's masked crops (static).
+
+  n = ⌊C·p⌋ of the C crops are masked (the official collate's
+  ``n_samples_masked``); crop i of them gets the ratio range
+  [r_i, r_{i+1}] of ``linspace(r_min, r_max, n + 1)`` and here the centre of
+  that range, k_i = ⌊T·(r_i + r_{i+1})/2⌋ patches (the official code draws
+  the ratio uniformly within the range; the centre keeps the number of
+  masked patches static under jit).
+
+  Args:
+    num_crops: C >= 1 global crops of the batch (2B).
+    num_patches: T >= 1 patches per crop.
+    ratio_min_max: (r_min, r_max), 0 <= r_min <= r_max <= 1 (official
+      (0.1, 0.5)).
+    sample_probability: p in [0, 1] (official 0.5).
+
+  Returns:
+    tuple of n ints, the k_i, ascending.
+
+  Raises:
+    ValueError: a size < 1, a ratio or probability out of range, or no
+      masked patch at all (n = 0 or Σ k_i = 0: the iBOT loss needs one).
+
+  References:
+    Oquab et al. 2023, "DINOv2", arXiv 2304.07193, §4 and App. (iBOT masking,
+    ratio 0.1-0.5 on half of the crops); official ``collate_data_and_cast``.
+  """
+  lo, hi = (float(r) for r in ratio_min_max)
+  if num_crops < 1 or num_patches < 1:
+    raise ValueError(f"num_crops and num_patches must be >= 1, got"
+                     f" {num_crops} and {num_patches}")
+  if not 0 <= lo <= hi <= 1:
+    raise ValueError(f"ratio_min_max must satisfy 0 <= min <= max <= 1, got"
+                     f" {tuple(ratio_min_max)}")
+  if not 0 <= sample_probability <= 1:
+    raise ValueError(f"sample_probability must be in [0, 1], got"
+                     f" {sample_probability}")
+  n = int(num_crops * sample_probability)
+  edges = [lo + (hi - lo) * i / n for i in range(n + 1)] if n else []
+  counts = tuple(int(num_patches * (edges[i] + edges[i + 1]) / 2)
+                 for i in range(n))
+  if sum(counts) < 1:
+    raise ValueError(
+        f"no masked patch: {n} of {num_crops} crops masked (probability"
+        f" {sample_probability}) with ratios {tuple(ratio_min_max)} of"
+        f" {num_patches} patches; raise the batch, the probability or the"
+        " ratios")
+  return counts
+
+
+def dinov2_masks(key: jax.Array, num_crops: int, num_patches: int, *,
+                 ratio_min_max: tuple, sample_probability: float
+                 ) -> jax.Array:
+  """DINOv2's iBOT masks of the C global crops of a batch.
+
+  ``dinov2_mask_counts`` gives n masked crops and their patch counts k_i;
+  crop slot i masks k_i patches drawn uniformly without replacement (the
+  official ``MaskingGenerator`` masks rectangular blocks), the other C − n
+  slots none, and the slots are shuffled over the crops (the official
+  ``random.shuffle``).
+
+  Args:
+    key: PRNG key.
+    num_crops, num_patches, ratio_min_max, sample_probability: as
+      ``dinov2_mask_counts``.
+
+  Returns:
+    bool (C, T), row c the mask of crop c; Σ = Σ k_i (static).
+
+  Raises:
+    ValueError: as ``dinov2_mask_counts``.
+  """
+  counts = dinov2_mask_counts(num_crops, num_patches,
+                              ratio_min_max=ratio_min_max,
+                              sample_probability=sample_probability)
+  k_C = jnp.zeros((num_crops,), jnp.int32).at[:len(counts)].set(
+      jnp.asarray(counts, jnp.int32))
+  key_patch, key_crop = jax.random.split(key)
+  noise = jax.random.uniform(key_patch, (num_crops, num_patches))
+  rank = jnp.argsort(jnp.argsort(noise, axis=1), axis=1)
+  rows = rank < k_C[:, None]
+  return rows[jax.random.permutation(key_crop, num_crops)]

@@ -271,7 +271,7 @@ class VisionTransformer(nn.Module):
 
   @nn.compact
   def __call__(self, x, train: bool = True, *, keep=None, keep_valid=None,
-               output: str = "representation"):
+               output: str = "representation", masks=None):
     """The representation (``output="representation"``) or the tokens.
 
     Args:
@@ -287,12 +287,17 @@ class VisionTransformer(nn.Module):
         "tokens" ((B, num_prefix + K, D): the class token first when
         ``class_token``, then the encoded patches, after the final
         LayerNorm).
+      masks: None or bool (B, gh·gw) (row-major over the patch grid): the
+        patch embeddings where True are replaced by a learned mask token
+        (parameter "mask_token" (1, 1, D), zeros at init, created by the
+        first call with masks) before the position embedding, as DINOv2's
+        and iBOT's student (Oquab et al. 2023, arXiv 2304.07193, §4).
 
     Raises:
       ValueError: H or W not divisible by the patch size, hidden_dim not
         divisible by num_heads, a representation or pos_embedding name not
-        known or not possible, or a resolution other than the init one
-        after a non-square init.
+        known or not possible, a resolution other than the init one
+        after a non-square init, or masks not of shape (B, gh·gw).
     """
     del train  # no dropout / stochastic depth
     batch, height, width, _ = x.shape
@@ -302,6 +307,12 @@ class VisionTransformer(nn.Module):
                 name="patch_embed")(x.astype(self.dtype))
     gh, gw = x.shape[1], x.shape[2]
     x = x.reshape(batch, gh * gw, dim)
+    if masks is not None:
+      if masks.shape != (batch, gh * gw):
+        raise ValueError(f"masks must be (B, patches) = ({batch}, {gh * gw}),"
+                         f" got shape {masks.shape}")
+      token = self.param("mask_token", nn.initializers.zeros, (1, 1, dim))
+      x = jnp.where(masks.astype(bool)[..., None], token.astype(self.dtype), x)
     n_prefix = int(self.class_token)
     pos = self._positions(gh, gw).astype(self.dtype)
     x = x + pos[:, n_prefix:]
