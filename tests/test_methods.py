@@ -197,7 +197,8 @@ def test_only_methods_with_an_edge_estimate_take_form_graph_on_edges():
 
 def test_registry_lists_every_method_module():
   assert methods.available() == sorted([
-      "barlow_twins", "byol", "dino", "frossl", "ijepa", "lejepa", "mae",
+      "barlow_twins", "byol", "dino", "dinov2", "frossl", "ijepa", "lejepa",
+      "mae",
       "mocov3", "nnclr", "simclr", "simsiam", "spectral_contrastive", "swav",
       "vicreg", "wmse"])
   with pytest.raises(ValueError, match="unknown method 'swaw'"):
@@ -212,7 +213,7 @@ def test_registry_lists_every_method_module():
     "nnclr", "simclr", "simsiam", "spectral_contrastive", "swav", "vicreg",
     "wmse"]) + [
         pytest.param(m, marks=pytest.mark.slow)
-        for m in (*MASKED_VIT, "lejepa")])
+        for m in (*MASKED_VIT, "lejepa", "dinov2")])
 def test_protocol(name):
   """init -> loss (finite, differentiable) -> after_update -> representation,
   with the shapes the protocol promises."""
