@@ -54,8 +54,8 @@ import jax
 import jax.numpy as jnp
 
 from ssljax import config_rules as rules, losses, models
-from ssljax.methods import (base, ema_teacher, loss_config, masks, networks,
-                            single_network)
+from ssljax.methods import (base, dino, ema_teacher, loss_config, masks,
+                            networks, single_network)
 
 __all__ = ["Method", "Network"]
 
@@ -136,14 +136,11 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
 
   name = "dinov2"
   FORMS = {"dinov2": _dinov2}
+  # DINO's temperatures and centre momentum, plus the version and centring.
   HPARAM_RULES = {
       "version": rules.one_of(*losses.dinov2.VERSIONS),
       "centering": rules.one_of(*losses.dinov2.CENTERINGS),
-      "student_temperature": rules.real(0.0, lo_open=True),
-      "teacher_temperature": rules.real(0.0, lo_open=True),
-      "warmup_teacher_temperature": rules.real(0.0, lo_open=True),
-      "teacher_temperature_warmup_epochs": rules.real(0.0),
-      "center_momentum": rules.real(0.0, 1.0),
+      **dino.Method.HPARAM_RULES,
   }
 
   def __init__(self, config):
@@ -252,14 +249,8 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
       state["ibot_center"] = jnp.zeros((k,), jnp.float32)
     return params, state
 
-  def teacher_temperature(self, schedule):
-    """τ_t at ``schedule["step"]``: the linear warm-up then constant."""
-    h = self.hparams
-    warmup = int(round(h["teacher_temperature_warmup_epochs"]
-                       * schedule["steps_per_epoch"]))
-    return losses.dino_teacher_temperature(
-        schedule["step"], warmup, start=h["warmup_teacher_temperature"],
-        end=h["teacher_temperature"])
+  # τ_t at schedule["step"], DINO's: the linear warm-up then constant.
+  teacher_temperature = dino.Method.teacher_temperature
 
   def outputs(self, params, teacher_params, views, key):
     """The network outputs one loss step reads.
