@@ -153,3 +153,34 @@ def subspace_angle_deg(a, b) -> float:
   qb = np.linalg.qr(np.asarray(b, np.float64).T)[0]
   cos = np.clip(np.linalg.svd(qa.T @ qb, compute_uv=False), -1.0, 1.0)
   return float(np.degrees(np.arccos(cos.min())))
+
+
+def ask_pairs(votes: dict, graph, target: int, *, kind: str, rng, n: int,
+              num_classes: int, embeddings, same) -> None:
+  """PAL's in-process queries: asks pairs until ``votes`` holds ``target``
+  answers (or no pair is left), one at a time, as the service asks them.
+
+  Args:
+    votes: {pair: [same votes, different votes]}, filled in place.
+    graph: the `ssljax.pal.serve.strategy` answer graph of ``votes``,
+      updated in place.
+    target: answers to reach.
+    kind: "active" (`strategy.active_pair`, guided by ``embeddings``) or
+      "passive" (`strategy.passive_pair`, uniform).
+    rng: numpy Generator drawing the pairs.
+    n, num_classes: the pool's size and classes.
+    embeddings: the last round's (n, K) pool embeddings, or None.
+    same: pair -> bool, the oracle's answer.
+  """
+  from ssljax.pal.serve import strategy  # pylint: disable=import-outside-toplevel
+  while len(votes) < target:
+    if kind == "active":
+      pair = strategy.active_pair(rng, graph, num_classes,
+                                  embeddings=embeddings, excluded=set(votes))
+    else:
+      pair = strategy.passive_pair(rng, n, excluded=set(votes))
+    if pair is None:
+      return
+    answer = bool(same(pair))
+    votes[pair] = [1, 0] if answer else [0, 1]
+    graph.add(pair[0], pair[1], answer)

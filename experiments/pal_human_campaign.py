@@ -147,14 +147,9 @@ def oracle_campaign(args, kind, work) -> list:
   votes, z, variables, curve = {}, None, None, []
   for r in range(1, args.rounds + 1):
     graph = strategy.graph_from_votes(n, votes)
-    while len(votes) < r * args.every:
-      if kind == "active":
-        pair = strategy.active_pair(rng, graph, cfg.data.num_classes,
-                                    embeddings=z, excluded=set(votes))
-      else:
-        pair = strategy.passive_pair(rng, n, excluded=set(votes))
-      votes[pair] = [1, 0] if y[pair[0]] == y[pair[1]] else [0, 1]
-      graph.add(pair[0], pair[1], y[pair[0]] == y[pair[1]])
+    _common.ask_pairs(votes, graph, r * args.every, kind=kind, rng=rng, n=n,
+                      num_classes=cfg.data.num_classes, embeddings=z,
+                      same=lambda p: y[p[0]] == y[p[1]])
     t0 = time.time()
     variables, z, m = rounds.train_round(cfg, pool, votes, round_id=r,
                                          variables=variables)

@@ -44,7 +44,7 @@ def test_momentum_follows_the_default_float_dtype(x64):
       ("linear", 0.996 + 3 * 0.004 / 10)):
     tau = ema.momentum(schedule, jnp.asarray(3, jnp.int32), 10)
     assert tau.dtype == jnp.float64
-    assert abs(float(tau) - want) < 1e-15
+    assert abs(float(tau) - want) < 1e-12  # float64, a few ulps of cos
   teacher = {"w": jnp.ones((2,), jnp.float32)}
   moved = ema.ema_update(teacher, {"w": jnp.zeros((2,), jnp.float32)},
                          ema.cosine_momentum(3, 10))
