@@ -45,7 +45,7 @@ def _args(**kw):
 def test_dino_step_equals_the_official_step_in_float64(step_parity):
   import jax  # pylint: disable=import-outside-toplevel
   with jax.enable_x64(True):
-    result = step_parity.compare_dino(_args())
+    result = step_parity.compare(_args())
   assert result["peer_commit"]
   first = result["losses"][0]
   assert first["relative"] < 1e-14  # the same forward pass
@@ -59,5 +59,5 @@ def test_global_clipping_is_seen(step_parity):
   # global instead of per-tensor clipping the losses part at once.
   import jax  # pylint: disable=import-outside-toplevel
   with jax.enable_x64(True):
-    result = step_parity.compare_dino(_args(set=["optim.clip_mode=global"]))
+    result = step_parity.compare(_args(set=["optim.clip_mode=global"]))
   assert max(r["relative"] for r in result["losses"]) > 1e-5

@@ -1,0 +1,278 @@
+"""DINO's whole step against facebookresearch/dino's ``train_one_epoch``
+(Caron et al. 2021, arXiv 2104.14294), for ``benchmarks/step_parity.py
+--method dino``: a small ViT (patch 7, width 48, 2 blocks, 3 heads) and
+DINO head (hidden 64, bottleneck 32, 128 prototypes) on 28 x 28
+Fashion-MNIST images, batch 16, from ``configs/dino.py``'s options."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+
+import numpy as np
+
+from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
+                           worst)
+
+
+def dino_config(num_local: int):
+  """configs/dino.py with a ViT small enough for a CPU."""
+  from configs import dino  # pylint: disable=import-outside-toplevel
+  c = dino.get_config()
+  c.model.encoder = "vit_tiny16"
+  c.model.encoder_kwargs = dict(patch_size=7, hidden_dim=48, depth=2,
+                                num_heads=3)
+  c.model.dino_head.update(dict(hidden_dim=64, bottleneck_dim=32,
+                                out_dim=128))
+  c.views.num_local = num_local
+  c.views.local_size = 14
+  c.views.size = 28
+  c.batch_size = BATCH
+  c.loss.teacher_temperature = 0.04
+  c.loss.warmup_teacher_temperature = 0.04
+  c.loss.teacher_temperature_warmup_epochs = 0.0
+  c.optim.learning_rate = 5e-4
+  c.optim.weight_decay = 0.04
+  c.optim.weight_decay_schedule = "cosine"
+  c.optim.final_weight_decay = 0.4
+  c.optim.warmup_epochs = 1.0
+  c.evals = {}
+  return c
+
+
+def ssljax_dino(config, steps: int, seed: int = 0, float64: bool = False):
+  """(initial params and state, views per step, losses, schedules, final
+  params and state) of ssljax's train_step (in float64 throughout with
+  ``float64``: parameters, state, views and computation)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from ssljax import data, methods, optimizers, train, train_state  # pylint: disable=import-outside-toplevel
+  spec = data.view_spec(config.views)
+  method = methods.build(config)
+  total = steps
+  lr_fn = optimizers.create_learning_rate_fn(
+      config.optim, config.batch_size, STEPS_PER_EPOCH, total)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, STEPS_PER_EPOCH,
+                                   total)
+  shapes = train.batch_spec(config, (28, 28, 1), spec=spec)
+  state = train_state.create_train_state(method, tx, jax.random.key(seed),
+                                         shapes)
+  if float64:
+    wide = lambda tree: jax.tree.map(
+        lambda a: a.astype(jnp.float64)
+        if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+    params = wide(state.params)
+    state = state.replace(params=params, opt_state=tx.init(params),
+                          method_state=wide(state.method_state))
+  initial = jax.device_get((state.params, state.method_state))
+  dtype = np.float64 if float64 else np.float32
+  source = data.open_split("fashion_mnist_local", f"train[:{steps * BATCH}]",
+                           download=False)
+  images = np.asarray(source.images)
+  step = jax.jit(lambda s, b: train.train_step(
+      s, b, spec=spec, seed=seed, total_steps=total,
+      steps_per_epoch=STEPS_PER_EPOCH))
+  make_views = jax.jit(lambda b, k: data.device_views(b, k, spec))
+  views, losses, momenta = [], [], []
+  for k in range(steps):
+    batch = {"images": images[k * BATCH:(k + 1) * BATCH]}
+    v = make_views(batch, jax.random.fold_in(jax.random.key(seed + 1), k))
+    v = tuple(np.asarray(x, dtype) for x in v)  # global, then local
+    views.append(v)
+    state, metrics = step(state, {"ready_views": v})
+    losses.append(float(metrics["loss"]))
+    momenta.append(float(metrics["teacher_momentum"]))
+  wd = optimizers.cosine_schedule(config.optim.weight_decay,
+                                  config.optim.final_weight_decay,
+                                  optimizers.schedule_steps(config.optim,
+                                                            total))
+  # The values the jitted step used: its count is int32 (optax's schedules
+  # return float32 for an int32 count, also with x64 on).
+  count = lambda k: jnp.asarray(k, jnp.int32)
+  schedules = {"lr": [float(lr_fn(count(k))) for k in range(steps)],
+               "wd": [float(wd(count(k))) for k in range(steps)],
+               "momentum": momenta}
+  final = jax.device_get((state.params, state.method_state))
+  return initial, views, losses, schedules, final
+
+
+def _dino_head_tensors(head: dict) -> dict:
+  """ssljax's DINOHead params -> the official DINOHead's state_dict."""
+  out, i = {}, 0
+  while f"Dense_{i}" in head:
+    out[f"mlp.{2 * i}.weight"] = np.asarray(head[f"Dense_{i}"]["kernel"]).T
+    out[f"mlp.{2 * i}.bias"] = np.asarray(head[f"Dense_{i}"]["bias"])
+    i += 1
+  if i == 1:  # one layer: the official head has a bare Linear, no Sequential
+    out = {"mlp.weight": out["mlp.0.weight"], "mlp.bias": out["mlp.0.bias"]}
+  v = np.asarray(head["last_layer_v"]).T  # (out_dim, bottleneck)
+  out["last_layer.weight_v"] = v
+  out["last_layer.weight_g"] = np.ones((v.shape[0], 1), np.float32)
+  return out
+
+
+def _torch_state(config, params: dict) -> dict:
+  """ssljax's student (or teacher) params -> MultiCropWrapper's state_dict."""
+  from ssljax import export  # pylint: disable=import-outside-toplevel
+  from ssljax.methods import networks  # pylint: disable=import-outside-toplevel
+  encoder = networks.encoder_of(config)
+  backbone, _ = export.torch_tensors(encoder, {"params": params["encoder"]},
+                                     image_size=28, channels=1)
+  state = {f"backbone.{k}": v for k, v in backbone.items()}
+  state.update({f"head.{k}": v for k, v in
+                _dino_head_tensors(params["projector"]).items()})
+  return state
+
+
+def official_dino(peer: str, config, initial, views, schedules,
+                  threads: int | None, float64: bool = False):
+  """The official train_one_epoch, epoch after epoch, from ssljax's
+  initial weights on the same views and schedules; (losses per step,
+  student state_dict, teacher state_dict, centre)."""
+  import torch  # pylint: disable=import-outside-toplevel
+  import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+  from torch import nn  # pylint: disable=import-outside-toplevel
+  if threads:
+    torch.set_num_threads(threads)
+  sys.path.insert(0, peer)
+  import main_dino  # pylint: disable=import-outside-toplevel,import-error
+  import utils  # pylint: disable=import-outside-toplevel,import-error
+  import vision_transformer as vits  # pylint: disable=import-outside-toplevel,import-error
+  # One CPU process: no CUDA, no process group.
+  torch.Tensor.cuda = lambda self, *a, **k: self
+  torch.cuda.synchronize = lambda *a, **k: None
+  dist.all_reduce = lambda *a, **k: None
+  dist.get_world_size = lambda *a, **k: 1
+
+  kw = config.model.encoder_kwargs
+  head = config.model.dino_head
+
+  def network():
+    from functools import partial  # pylint: disable=import-outside-toplevel
+    backbone = vits.VisionTransformer(
+        img_size=[28], patch_size=kw.patch_size, in_chans=1,
+        embed_dim=kw.hidden_dim, depth=kw.depth, num_heads=kw.num_heads,
+        mlp_ratio=4, qkv_bias=True,
+        norm_layer=partial(nn.LayerNorm, eps=1e-6))
+    return utils.MultiCropWrapper(backbone, vits.DINOHead(
+        kw.hidden_dim, head.out_dim, use_bn=head.use_bn,
+        norm_last_layer=head.norm_last_layer, nlayers=head.num_layers,
+        hidden_dim=head.hidden_dim, bottleneck_dim=head.bottleneck_dim))
+
+  student, teacher = network(), network()
+  params, state = initial
+  load = lambda net, tree: net.load_state_dict(
+      {k: torch.from_numpy(np.array(v)) for k, v in
+       _torch_state(config, tree).items()}, strict=True)
+  if float64:
+    student.double()
+    teacher.double()
+  load(student, params)
+  load(teacher, state["teacher"]["params"])
+  for p in teacher.parameters():
+    p.requires_grad = False
+
+  class DDP(nn.Module):  # the .module that train_one_epoch's EMA reads
+    def __init__(self, module):
+      super().__init__()
+      self.module = module
+
+    def forward(self, x):
+      return self.module(x)
+
+  wrapped = DDP(student)
+  optimizer = torch.optim.AdamW(utils.get_params_groups(student))
+  loss_fn = main_dino.DINOLoss(
+      head.out_dim, config.views.num_global + config.views.num_local,
+      config.loss.warmup_teacher_temperature, config.loss.teacher_temperature,
+      0, len(views) // STEPS_PER_EPOCH + 1,
+      student_temp=config.loss.student_temperature,
+      center_momentum=config.loss.center_momentum)
+  if float64:
+    loss_fn.double()
+  losses = []
+
+  class Recorded(nn.Module):
+    def __init__(self, inner):
+      super().__init__()
+      self.inner = inner
+
+    def forward(self, *args):
+      loss = self.inner(*args)
+      losses.append(float(loss.item()))
+      return loss
+
+  recorded = Recorded(loss_fn)
+  args = argparse.Namespace(clip_grad=config.optim.clip_grad_norm,
+                             freeze_last_layer=int(
+                                 config.optim.freeze_last_layer_epochs),
+                             epochs=len(views) // STEPS_PER_EPOCH)
+  lr = np.asarray(schedules["lr"])
+  wd = np.asarray(schedules["wd"])
+  momentum = np.asarray(schedules["momentum"])
+  for epoch in range(len(views) // STEPS_PER_EPOCH):
+    loader = [([torch.from_numpy(np.ascontiguousarray(
+        v.transpose(0, 3, 1, 2))) for v in views[k]], None)
+              for k in range(epoch * STEPS_PER_EPOCH,
+                             (epoch + 1) * STEPS_PER_EPOCH)]
+    with contextlib.redirect_stdout(io.StringIO()):
+      main_dino.train_one_epoch(wrapped, teacher, teacher, recorded, loader,
+                                optimizer, lr, wd, momentum, epoch, None,
+                                args)
+  to_np = lambda net: {k: v.detach().numpy().copy()
+                       for k, v in net.state_dict().items()}
+  return (losses, to_np(student), to_np(teacher),
+          loss_fn.center.detach().numpy().reshape(-1).copy())
+
+
+def compare(args):
+  from ssljax import __version__  # pylint: disable=import-outside-toplevel
+  config = dino_config(args.local)
+  official_config = dino_config(args.local)
+  override(config, args.set)
+  if args.float64:
+    import jax  # pylint: disable=import-outside-toplevel
+    jax.config.update("jax_enable_x64", True)
+    config.model.dtype = "float64"
+  started = time.time()
+  initial, views, ours, schedules, final = ssljax_dino(
+      config, args.steps, float64=args.float64)
+  theirs, student, teacher, center = official_dino(
+      args.peer, official_config, initial, views, schedules, threads=None,
+      float64=args.float64)
+  ref_losses, ref_student, ref_teacher, ref_center = official_dino(
+      args.peer, official_config, initial, views, schedules, threads=1,
+      float64=args.float64)
+  params, state = final
+  our_student = _torch_state(config, params)
+  our_teacher = _torch_state(config, state["teacher"]["params"])
+  rows = []
+  for k in range(args.steps):
+    rows.append({"step": k, "ssljax": ours[k], "official": theirs[k],
+                 "official_1_thread": ref_losses[k],
+                 "relative": abs(ours[k] - theirs[k]) / abs(theirs[k]),
+                 "rounding": abs(ref_losses[k] - theirs[k]) / abs(theirs[k])})
+  keys = [k for k in student if not k.endswith("weight_g")]
+  start = _torch_state(config, initial[0])
+  start_teacher = _torch_state(config, initial[1]["teacher"]["params"])
+  tensors = {
+      "student": drift(our_student, student, start, keys),
+      "teacher": drift(our_teacher, teacher, start_teacher, keys),
+      "center": worst(np.asarray(state["center"]).reshape(-1), center)}
+  rounding = {
+      "student": drift(ref_student, student, start, keys),
+      "teacher": drift(ref_teacher, teacher, start_teacher, keys),
+      "center": worst(ref_center, center)}
+  result = {"method": "dino", "peer": os.path.abspath(args.peer),
+            "peer_commit": commit(args.peer), "ssljax": __version__,
+            "steps": args.steps, "local_crops": args.local,
+            "ssljax_overrides": list(args.set or ()),
+            "float64": args.float64,
+            "losses": rows, "after_K_steps": tensors,
+            "rounding_after_K_steps": rounding,
+            "wall_s": round(time.time() - started, 1)}
+  return result
