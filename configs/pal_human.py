@@ -59,6 +59,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # least-known class first, classifier-guided by the current model);
   # "passive": uniform random pairs.
   c.strategy = "passive" if variant == "passive" else "active"
+  # Answers asked uniformly before the active strategy takes over.
+  c.passive_first = 0
 
   c.model = config_dict.ConfigDict()
   c.model.hidden = (32,) if smoke else (256, 256)  # MLP widths (BatchNorm, ReLU)

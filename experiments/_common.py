@@ -156,7 +156,8 @@ def subspace_angle_deg(a, b) -> float:
 
 
 def ask_pairs(votes: dict, graph, target: int, *, kind: str, rng, n: int,
-              num_classes: int, embeddings, same) -> None:
+              num_classes: int, embeddings, same,
+              passive_first: int = 0) -> None:
   """PAL's in-process queries: asks pairs until ``votes`` holds ``target``
   answers (or no pair is left), one at a time, as the service asks them.
 
@@ -171,10 +172,12 @@ def ask_pairs(votes: dict, graph, target: int, *, kind: str, rng, n: int,
     n, num_classes: the pool's size and classes.
     embeddings: the last round's (n, K) pool embeddings, or None.
     same: pair -> bool, the oracle's answer.
+    passive_first: with "active", the first answers asked uniformly
+      (``config.passive_first``: the random start of the service).
   """
   from ssljax.pal.serve import strategy  # pylint: disable=import-outside-toplevel
   while len(votes) < target:
-    if kind == "active":
+    if kind == "active" and len(votes) >= passive_first:
       pair = strategy.active_pair(rng, graph, num_classes,
                                   embeddings=embeddings, excluded=set(votes))
     else:

@@ -321,3 +321,35 @@ def test_timed_out_query_is_reissued_answered_one_is_not(tmp_path,
                             ).scalar_one()
   assert answered == 1
   engine.dispose()
+
+
+def test_active_strategy_starts_with_passive_first_uniform_pairs(tmp_path,
+                                                               monkeypatch):
+  """``passive_first``: the active service asks uniform pairs (database
+  column "passive") until that many pairs are answered, then the active
+  strategy's pairs (one of a new sample and a class template: "active")."""
+  import pal_serve_util as util  # pylint: disable=import-outside-toplevel
+  from configs import pal_human  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve import service as service_mod  # pylint: disable=import-outside-toplevel
+  from ssljax.pal.serve.pool import load_pool, prepare_pool  # pylint: disable=import-outside-toplevel
+  config = pal_human.get_config("smoke")
+  config.data.name, config.data.num_classes = "npz", 4
+  config.data.path = str(util.tiny_pool(tmp_path / "source.npz"))
+  config.strategy, config.server.train_every = "active", 0
+  config.passive_first = 5
+  prepare_pool(config, tmp_path)
+  engine = db.connect(db.database_url("", tmp_path))
+  clock = _Clock()
+  monkeypatch.setattr(service_mod, "time", clock)
+  svc = service_mod.Service(config, tmp_path, engine, load_pool(tmp_path))
+  ann = svc.annotator(db.add_annotator(engine, "ann"))[0]
+  for _ in range(8):
+    clock.now += 1.0
+    q = svc.next_query(ann)
+    svc.answer(ann, q["query_id"], "different")
+  with engine.connect() as conn:
+    used = [r.strategy for r in conn.execute(
+        sa.select(db.queries).order_by(db.queries.c.issued_at,
+                                       db.queries.c.id))]
+  assert used == ["passive"] * 5 + ["active"] * 3
+  engine.dispose()

@@ -9,7 +9,9 @@ Queries. `next_query(annotator)` returns, in this order: the annotator's
 own pending query (a reloaded page gets the same pair); a pending query
 whose holder timed out (``server.query_timeout_s``), re-issued; a pair
 that still needs votes (``server.votes_per_pair`` > 1); a new pair from the
-strategy (`ssljax.pal.serve.strategy`, over the last round's embeddings).
+strategy (`ssljax.pal.serve.strategy`, over the last round's embeddings;
+the active strategy asks uniform pairs until ``passive_first`` pairs are
+answered).
 A pair already issued to or answered by an annotator never goes to that
 annotator again, and a pending pair goes to one annotator at a time. At
 start every pending query is released (its holder may be gone), so a
@@ -144,7 +146,8 @@ class Service:
       for key, (same, diff) in self.votes.items():
         if same + diff < want and key not in excluded:
           return key, "revote"
-    if self.config.strategy == "passive":
+    if (self.config.strategy == "passive"
+        or len(self.votes) < self.config.get("passive_first", 0)):
       resolved = {k for k, (s, d) in self.votes.items() if s + d >= want}
       return strategy.passive_pair(self.rng, self.n, excluded=excluded,
                                    resolved=resolved), "passive"
