@@ -88,11 +88,13 @@ def report(result) -> str:
     else:
       lines.append(f"  {part} (largest difference over largest value): "
                    f"{ours:.1e}; rounding reference {ref:.1e}")
+  for name, value in result.get("checks", {}).items():
+    lines.append(f"  {name}: {value:.1e}")
   return "\n".join(lines)
 
 
 # method -> the module (in benchmarks/) whose ``compare(args)`` runs it.
-METHODS = {"dino": "parity_dino"}
+METHODS = {"dino": "parity_dino", "mae": "parity_mae"}
 
 
 def compare(args) -> dict:
