@@ -284,18 +284,22 @@ def official_mae(peer: str, config, initial, views, shuffles,
 
 
 def compare(args):
+  """The comparison of ``args`` (step_parity.py's options) as a dict: the
+  losses, learning rates, tensors after K steps and position tables of
+  both sides and of the rounding reference. With ``args.float64`` ssljax's
+  side runs with x64 on, restored afterwards."""
+  import jax  # pylint: disable=import-outside-toplevel
   from ssljax import __version__  # pylint: disable=import-outside-toplevel
   config = mae_config()
   official_config = mae_config()
   override(config, args.set)
   if args.float64:
-    import jax  # pylint: disable=import-outside-toplevel
-    jax.config.update("jax_enable_x64", True)
     config.model.dtype = "float64"
   started = time.time()
-  initial, views, ours, our_lrs, final = ssljax_mae(
-      config, args.steps, float64=args.float64)
-  shuffles = _masks(config, args.steps, seed=0)
+  with (jax.enable_x64(True) if args.float64 else contextlib.nullcontext()):
+    initial, views, ours, our_lrs, final = ssljax_mae(
+        config, args.steps, float64=args.float64)
+    shuffles = _masks(config, args.steps, seed=0)
   theirs, lrs, tensors, tables = official_mae(
       args.peer, official_config, initial, views, shuffles, threads=None,
       float64=args.float64)
