@@ -37,11 +37,41 @@ value) of every student and teacher tensor and of the centre, against the
 rounding reference's. ``--local L`` adds L local crops of 14 px: their
 position embeddings are interpolated, bicubically in both but with
 another kernel (jax's a = -0.5, torch's a = -0.75) and DINO's +0.1 offset,
-which is a documented deviation; the command measures it. ``--float64`` runs
-both sides in float64. ``--set
-key=value`` changes an option on ssljax's side only, to measure what one
-difference does (e.g. ``optim.frozen_adam_count=advance``, optax's one Adam
-count). Writes ``step_parity_<method>[...].json`` under ``--out``.
+which is a documented deviation; the command measures it.
+
+For ``mae`` (He et al. 2022, arXiv 2111.06377; facebookresearch/mae): a
+small ViT (patch 4, width 48, 2 blocks, 3 heads) and decoder (width 32, 1
+block, 2 heads) on 28 x 28 Fashion-MNIST images repeated on 3 channels
+(the official ``patchify`` reads 3), batch 16, from ``configs/mae.py``'s
+options (75 % of the 49 patches removed, normalised-pixel targets, AdamW
+with beta2 0.95 and weight decay 0.05, base lr 1.5e-4 per 256 warmed up
+over the first epoch, then a half-cycle cosine to 0).
+
+1. ssljax's side: `ssljax.train.train_step`, fed each step's view
+   (``ready_views``).
+2. The authors' side, from the same weights (encoder, decoder, mask token
+   and both sine-cosine tables converted) and the same views: the official
+   ``train_one_epoch`` of engine_pretrain.py with ``MaskedAutoencoderViT``
+   (mae_vit_*'s LayerNorm eps 1e-6), ``adjust_learning_rate`` computing its
+   own learning rate from main_pretrain.py's arguments (blr x batch / 256,
+   min_lr 0), timm's weight-decay groups, ``AdamW(betas=(0.9, 0.95))`` and
+   ``NativeScalerWithGradNormCount``. Its ``random_masking`` draws its
+   noise from ``torch.rand``; the noise given instead sorts into ssljax's
+   shuffle of that step, so both remove the same patches. The shims for
+   timm 1.0 and for a CPU (a null autocast, a disabled GradScaler) are
+   listed in benchmarks/parity_mae.py.
+3. The rounding reference, as for DINO.
+
+It prints the losses; after K steps, the drift of every trained tensor of
+the encoder and of the decoder and the worst relative difference of the
+learning rates of all steps, against the rounding reference's; and how far
+ssljax's sine-cosine tables are from the ones the official model builds.
+
+``--float64`` runs both sides in float64. ``--set key=value`` changes an
+option on ssljax's side only, to measure what one difference does (e.g.
+``optim.frozen_adam_count=advance``, optax's one Adam count, for DINO;
+``optim.b2=0.999``, optax's default beta2, for MAE). Writes
+``step_parity_<method>[...].json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -88,11 +118,13 @@ def report(result) -> str:
     else:
       lines.append(f"  {part} (largest difference over largest value): "
                    f"{ours:.1e}; rounding reference {ref:.1e}")
+  for name, value in result.get("checks", {}).items():
+    lines.append(f"  {name}: {value:.1e}")
   return "\n".join(lines)
 
 
 # method -> the module (in benchmarks/) whose ``compare(args)`` runs it.
-METHODS = {"dino": "parity_dino"}
+METHODS = {"dino": "parity_dino", "mae": "parity_mae"}
 
 
 def compare(args) -> dict:

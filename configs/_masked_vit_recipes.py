@@ -8,8 +8,7 @@ multiblock.py); MAE (He et al. 2022, arXiv 2111.06377, App. A.1 Table 8;
 facebookresearch/mae PRETRAIN.md, models_mae.py).
 I-JEPA as the official code: the target-encoder momentum on a line from
 0.996 to 1, the weight decay 0.04 -> 0.4 on a cosine (ipe_scale 1.0, as
-in every official config). Library difference: AdamW keeps optax's
-β2 0.999 (official MAE: 0.95).
+in every official config). MAE as the official code: AdamW's β2 0.95.
 """
 
 from ml_collections import config_dict
@@ -75,6 +74,7 @@ def set_method(c: config_dict.ConfigDict, method: str, *,
     c.optim.learning_rate = 1.5e-4  # --blr 1.5e-4 per 256
     c.optim.weight_decay = 0.05  # --weight_decay 0.05
     c.optim.end_lr_factor = 0.0  # min_lr 0
+    c.optim.b2 = 0.95  # AdamW(betas=(0.9, 0.95))
   c.optim.name = "adamw"
   c.optim.warmup_epochs = warmup_epochs
 

@@ -43,9 +43,14 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.crop_scale = (0.2, 1.0)
   c.views.jitter_prob = 0.0
   c.views.erase_prob = 0.0
-  # Official AdamW (β2 0.95 there): base lr 1.5e-4 per 256, weight decay 0.05.
+  # Official AdamW(betas=(0.9, 0.95)): base lr 1.5e-4 per 256, weight decay
+  # 0.05 (not on 1-D tensors and biases), warm-up then a half-cycle cosine
+  # to min_lr 0 (main_pretrain.py, util/lr_sched.py; compared step by step:
+  # benchmarks/step_parity.py --method mae).
   c.optim.learning_rate = 1.5e-4
   c.optim.weight_decay = 0.05
+  c.optim.b2 = 0.95
+  c.optim.end_lr_factor = 0.0
   if arg == "smoke":
     c.model.encoder_kwargs.update(dict(hidden_dim=8, depth=2, num_heads=2))
     c.model.mae_decoder = config_dict.ConfigDict(dict(

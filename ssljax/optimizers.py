@@ -8,7 +8,8 @@ Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 ``final_weight_decay``), ``schedule_scale`` (the schedules run over
 ``schedule_scale`` × the run's steps), optionally
 ``freeze_last_layer_epochs`` (DINO, SwAV), ``frozen_adam_count`` (DINO) and
-``normalize_last_layer`` (SwAV) and, for LARS only, ``lars.momentum`` and
+``normalize_last_layer`` (SwAV), ``b2`` (AdamW's β2; MAE's 0.95) and, for
+LARS only, ``lars.momentum`` and
 ``lars.trust_coefficient``.
 
 The options exist because the official codes differ in them, and a
@@ -17,7 +18,8 @@ DINO clips each tensor's gradient norm and ramps the weight decay from 0.04
 to 0.4 on a cosine; I-JEPA ramps it too and can stretch every schedule by
 ``ipe_scale`` (1.25 by its code's default, 1.0 in its configs); PyTorch's
 AdamW skips a parameter without gradient,
-so DINO's frozen last layer starts its Adam step count when it thaws.
+so DINO's frozen last layer starts its Adam step count when it thaws;
+MAE's AdamW takes β2 = 0.95 instead of PyTorch's and optax's 0.999.
 """
 
 from collections.abc import Callable
@@ -161,15 +163,20 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
       config has it; else total_steps).
 
   Returns:
-    an optax schedule: step (int) -> learning rate (float). The warm-up is
-    at most ``total_steps − 1`` steps.
+    an optax schedule: step (int) -> learning rate (float32, float64 with
+    x64 on). The warm-up is at most ``total_steps − 1`` steps.
   """
   peak = optim.learning_rate * batch_size / 256
   warmup = min(int(optim.warmup_epochs * steps_per_epoch), total_steps - 1)
-  return optax.warmup_cosine_decay_schedule(
+  schedule = optax.warmup_cosine_decay_schedule(
       init_value=0.0, peak_value=peak, warmup_steps=max(warmup, 0),
       decay_steps=max(schedule_steps(optim, total_steps), 1),
       end_value=peak * optim.end_lr_factor)
+  # Read at a float step: optax computes in float32 from an int32 count
+  # even with x64 on; from a float one in the default float dtype (the same
+  # float32 values without x64, float64 ones with it, as the official
+  # codes' Python floats).
+  return lambda step: schedule(jnp.asarray(step, float))
 
 
 def _decay_mask(params):
@@ -291,13 +298,18 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     skips a parameter without gradient: `hold_while`).
   * ``normalize_last_layer`` (SwAV's prototypes): the 2-D ``last_layer*``
     kernels end every step with unit-norm columns (`unit_columns_after`).
+  * ``b2`` (AdamW only; default 0.999, PyTorch's and optax's): Adam's β2,
+    the decay of the squared-gradient average. MAE's official AdamW takes
+    0.95 (He et al. 2022, arXiv 2111.06377, App. A.1 Table 8;
+    main_pretrain.py's ``betas=(0.9, 0.95)``).
 
   Args:
     optim: ``config.optim``: ``name`` ("adamw" | "lars"), ``weight_decay``,
       ``clip_grad_norm`` (float >= 0, 0: no clipping); optionally
       ``clip_mode``, ``weight_decay_schedule``, ``final_weight_decay``,
       ``schedule_scale``, ``freeze_last_layer_epochs`` (float >= 0),
-      ``frozen_adam_count``, ``normalize_last_layer`` (bool); for "lars" also ``lars.momentum`` (heavy-ball
+      ``frozen_adam_count``, ``normalize_last_layer`` (bool), ``b2``
+      (float in [0, 1)); for "lars" also ``lars.momentum`` (heavy-ball
       momentum in [0, 1)) and ``lars.trust_coefficient`` (η of the
       layer-wise trust ratio, > 0).
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
@@ -313,13 +325,17 @@ def create_optimizer(optim: ml_collections.ConfigDict,
 
   Raises:
     ValueError: an unknown ``optim.name``, ``clip_mode``,
-      ``weight_decay_schedule`` or ``frozen_adam_count``; a cosine
+      ``weight_decay_schedule`` or ``frozen_adam_count``; ``b2`` outside
+      [0, 1); a cosine
       weight-decay schedule or a held Adam count with LARS, or without
       ``total_steps``.
   """
   clip_mode = optim.get("clip_mode", "global")
   wd_schedule = optim.get("weight_decay_schedule", "constant")
   count_mode = optim.get("frozen_adam_count", "advance")
+  b2 = optim.get("b2", _B2)
+  if not 0.0 <= b2 < 1.0:
+    raise ValueError(f"optim.b2 must be in [0, 1), got {b2}")
   for value, allowed, name in ((optim.name, OPTIMIZERS, "optimiser"),
                                (clip_mode, CLIP_MODES, "clip_mode"),
                                (wd_schedule, WEIGHT_DECAY_SCHEDULES,
@@ -340,11 +356,11 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                     trust_coefficient=optim.lars.trust_coefficient,
                     momentum=optim.lars.momentum)
   elif wd_schedule == "constant" and not hold:
-    tx = optax.adamw(learning_rate_fn, weight_decay=optim.weight_decay,
-                     mask=_decay_mask)
+    tx = optax.adamw(learning_rate_fn, b1=_B1, b2=b2, eps=_EPS,
+                     weight_decay=optim.weight_decay, mask=_decay_mask)
   else:
     # optax.adamw written out: Adam's scaling, decoupled weight decay, lr.
-    adam = lambda: optax.scale_by_adam(b1=_B1, b2=_B2, eps=_EPS)
+    adam = lambda: optax.scale_by_adam(b1=_B1, b2=b2, eps=_EPS)
     if hold:
       labels = lambda params: jax.tree.map(
           lambda frozen: "frozen" if frozen else "rest",

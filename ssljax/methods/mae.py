@@ -51,6 +51,7 @@ class Method(single_network.SingleNetworkMethod):
   @classmethod
   def config_fields(cls, config):
     return {"masks.mask_ratio": rules.real(0.0, 1.0, hi_open=True),
+            "optim.b2": rules.real(0.0, 1.0, hi_open=True),
             **masked_vit.head_fields("mae_decoder"),
             **super().config_fields(config)}
 
