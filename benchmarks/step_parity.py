@@ -92,7 +92,7 @@ def report(result) -> str:
 
 
 # method -> the module (in benchmarks/) whose ``compare(args)`` runs it.
-METHODS = {"dino": "parity_dino"}
+METHODS = {"dino": "parity_dino", "lejepa": "parity_lejepa"}
 
 
 def compare(args) -> dict:
