@@ -356,6 +356,10 @@ def compare(args):
   if args.local:
     raise ValueError("MINIMAL.md has no local crops: its V views are of "
                      "one kind (--local 0)")
+  if args.steps < 2 * STEPS_PER_EPOCH:
+    raise ValueError(f"--steps {args.steps}: MINIMAL.md's cosine runs over "
+                     f"the epochs after the first (T_max = 0 otherwise); "
+                     f"use >= {2 * STEPS_PER_EPOCH}")
   config = lejepa_config()
   official_config = lejepa_config()
   override(config, args.set)
