@@ -35,10 +35,15 @@ __all__ = ["Method"]
 
 FIELDS = {"model.projector": rules.nonempty_widths,
           "lejepa.lam": rules.real(0.0, 1.0),
-          "lejepa.num_slices": rules.integer(1),
-          "lejepa.batch_norm_views": rules.one_of("joint", "per_view"),
-          "optim.weight_decay_mask": rules.one_of("kernels", "all"),
-          "optim.warmup_start_factor": rules.real(0.0, 1.0)}
+          "lejepa.num_slices": rules.integer(1)}
+
+# Read where present; absent, each is its old behaviour ("per_view",
+# "kernels", 0.0), so the LeJEPA recipes that do not set them keep their
+# steps. configs/lejepa.py sets all three (MINIMAL.md's behaviour).
+OPTIONAL_FIELDS = {
+    "lejepa.batch_norm_views": rules.one_of("joint", "per_view"),
+    "optim.weight_decay_mask": rules.one_of("kernels", "all"),
+    "optim.warmup_start_factor": rules.real(0.0, 1.0)}
 
 
 # The forms take λ and the directions from config.lejepa and the step's key,
@@ -74,7 +79,9 @@ class Method(single_network.SingleNetworkMethod):
 
   @classmethod
   def config_fields(cls, config):
-    return {**FIELDS, **super().config_fields(config)}
+    present = {path: rule for path, rule in OPTIONAL_FIELDS.items()
+               if rules.value_at(config, path, None) is not None}
+    return {**FIELDS, **present, **super().config_fields(config)}
 
   @classmethod
   def check_config(cls, config):
