@@ -192,6 +192,16 @@ def _minimal_blocks(peer: str) -> dict:
   return found
 
 
+class _Config(dict):
+  """A dict read by attribute, for ``cfg.V`` where omegaconf is absent."""
+
+  def __getattr__(self, name):
+    try:
+      return self[name]
+    except KeyError as e:
+      raise AttributeError(name) from e
+
+
 class _TorchProxy(types.ModuleType):
   """``torch`` as MINIMAL.md's code sees it: every attribute torch's, but
   ``randn`` hands out the queued draws, ``float32`` is the run's dtype and
@@ -220,7 +230,6 @@ def official_lejepa(peer: str, config, initial, views, gaussians,
   and slice directions; (logged losses per step, learning rates per step,
   final state_dict of the network)."""
   import torch  # pylint: disable=import-outside-toplevel
-  from omegaconf import OmegaConf  # pylint: disable=import-outside-toplevel
   if threads:
     torch.set_num_threads(threads)
   dtype = torch.float64 if float64 else torch.float32
@@ -234,8 +243,22 @@ def official_lejepa(peer: str, config, initial, views, gaussians,
   wandb.finish = lambda: None
   datasets = types.ModuleType("datasets")
   datasets.load_dataset = None
-  saved = {m: sys.modules.get(m) for m in ("wandb", "datasets")}
-  sys.modules.update(wandb=wandb, datasets=datasets)
+  stubs = {"wandb": wandb, "datasets": datasets}
+  # hydra and omegaconf (not in ssljax's bench extra): their own when
+  # installed, else @hydra.main as the identity and a dict for DictConfig.
+  try:
+    import hydra  # pylint: disable=import-outside-toplevel,unused-import
+    from omegaconf import OmegaConf  # pylint: disable=import-outside-toplevel
+    make_cfg = OmegaConf.create
+  except ImportError:
+    hydra = types.ModuleType("hydra")
+    hydra.main = lambda **kw: (lambda f: f)
+    omegaconf = types.ModuleType("omegaconf")
+    omegaconf.DictConfig = _Config
+    stubs.update(hydra=hydra, omegaconf=omegaconf)
+    make_cfg = _Config
+  saved = {m: sys.modules.get(m) for m in stubs}
+  sys.modules.update(stubs)
 
   class AdamW(torch.optim.AdamW):
     def step(self, *args, **kwargs):
@@ -307,9 +330,8 @@ def official_lejepa(peer: str, config, initial, views, gaussians,
     ns["ViTEncoder"], ns["HFDataset"] = ViTEncoder, HFDataset
     ns["DataLoader"] = lambda ds, **kw: ds
     exec(compile(blocks["main"], "MINIMAL.md", "exec"), ns)  # pylint: disable=exec-used
-    cfg = OmegaConf.create(dict(V=VIEWS, bs=BATCH, proj_dim=PROJ_DIM,
-                                lamb=LAMB, lr=LR,
-                                epochs=len(views) // STEPS_PER_EPOCH))
+    cfg = make_cfg(dict(V=VIEWS, bs=BATCH, proj_dim=PROJ_DIM, lamb=LAMB,
+                        lr=LR, epochs=len(views) // STEPS_PER_EPOCH))
     with warnings.catch_warnings():
       warnings.simplefilter("ignore")  # GradScaler, autocast: no CUDA
       ns["main"](cfg)

@@ -30,7 +30,6 @@ pytestmark = [
 def step_parity():
   pytest.importorskip("torch")
   pytest.importorskip("timm")
-  pytest.importorskip("hydra")
   sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
   import step_parity as module  # pylint: disable=import-outside-toplevel
   return module
