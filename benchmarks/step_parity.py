@@ -31,6 +31,24 @@ that the freeze ends within the run.
 3. The same official run again on one thread instead of torch's default:
    the rounding reference, how far float32 rounding alone moves the step.
 
+For ``lejepa`` (Balestriero & LeCun 2025, arXiv 2511.08544;
+rbalestr-lab/lejepa): the authors' minimal training step, the Python code
+of the checkout's MINIMAL.md read from the file and executed (its SIGReg,
+ViTEncoder, loss, online probe, AdamW groups and LinearLR/cosine schedule
+verbatim), with its launch command's values (λ 0.02, 4 views, proj_dim
+16, lr 2e-3), a small ViT (patch 7, width 48, 2 blocks, 3 heads) with its
+512-wide head and its 2048-2048-16 BatchNorm projector, batch 16. Around
+it: ``timm.create_model`` builds that ViT (stochastic depth 0), the dataset
+and loader hand out ssljax's views and labels, ``torch.randn`` (SIGReg's
+directions) returns the Gaussian matrix ssljax's step drew from its loss
+key, ``wandb`` records the losses; the network starts from ssljax's
+weights. ssljax's side is ``configs/lejepa.py`` with those values
+(`parity_lejepa.lejepa_config`). It needs ``--steps`` >= 10 (MINIMAL.md's
+cosine starts after one epoch) and no local crops; it compares the
+network's tensors (but the three whose gradient is 0 but for rounding,
+listed in the JSON) and the BatchNorm running statistics, and records
+both sides' learning rates.
+
 It prints, per step, both losses and their relative difference; after K
 steps, the worst relative difference (largest difference over the largest
 value) of every student and teacher tensor and of the centre, against the
@@ -124,7 +142,8 @@ def report(result) -> str:
 
 
 # method -> the module (in benchmarks/) whose ``compare(args)`` runs it.
-METHODS = {"dino": "parity_dino", "mae": "parity_mae"}
+METHODS = {"dino": "parity_dino", "lejepa": "parity_lejepa",
+           "mae": "parity_mae"}
 
 
 def compare(args) -> dict:
@@ -141,7 +160,8 @@ def main(argv=None) -> int:
                       help="path of the official checkout")
   parser.add_argument("--steps", type=int, default=20)
   parser.add_argument("--local", type=int, default=0,
-                      help="local crops (DINO)")
+                      help="local crops (DINO; LeJEPA's MINIMAL.md has "
+                           "none)")
   parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="change an option on ssljax's side only (e.g. "
                            "optim.clip_mode=global): what that difference "

@@ -17,6 +17,21 @@ Sources: the official implementation's README ("GOTO hyperparameters":
 ``SlicingUnivariateTest(..., num_slices=1024)``), λ = 0.05 (the official
 library's default; the paper sweeps 0.01–0.1), its MINIMAL.md (a 3-layer
 BatchNorm MLP projector; proj_dim 16 there).
+
+Where MINIMAL.md's training step (the authors' one runnable step) decides
+what the README leaves open, its behaviour is the default here, each an
+option (docs/fidelity.md, measured by ``benchmarks/step_parity.py --method
+lejepa``): the V views meet BatchNorm as one batch
+(``lejepa.batch_norm_views = "joint"``); the ViT ends in a 512-wide linear
+head (timm's ``num_classes=512``), the embedding its projector and probe
+read (``encoder_kwargs.head_dim``); AdamW decays every parameter
+(``optim.weight_decay_mask = "all"``) and the warm-up starts at 0.01 × the
+peak lr (``optim.warmup_start_factor``). The ":cnn" variant keeps the main
+job's encoder and optimiser (kernels-only decay, warm-up from 0).
+Values MINIMAL.md's launch command sets otherwise and this config keeps
+from the README: λ (0.02 there), 256 slices (1024), lr 2e-3 per 256 (5e-4),
+2048-2048-16 projector (512-512-64 here), 4 views of one kind (2 + 6), a
+cosine to an absolute 1e-3 (to lr/1000).
 """
 
 from ml_collections import config_dict
@@ -50,6 +65,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.lejepa = config_dict.ConfigDict()
   c.lejepa.lam = 0.05  # λ: (1 − λ)·invariance + λ·SIGReg
   c.lejepa.num_slices = 1024  # M random directions per step, from (seed, step)
+  # "joint": the views of one size through the network as one batch, so
+  # BatchNorm normalises over all their rows (MINIMAL.md's N·V rows);
+  # "per_view": one batch per view (the other methods here).
+  c.lejepa.batch_norm_views = "joint"
 
   # Views: official 2 x 224 px (scale 0.3–1) + 6 x 98 px (0.05–0.3); here
   # 28 px global and 14 px local crops, with the main job's grey jitter
@@ -70,14 +89,23 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # view (3x the tokens, ~3.5x the attention and MLP cost on a CPU) and
     # 14-px local crops of 12 tokens; patch 7 keeps the global view cheap
     # and the local crops still tokenised. The ViT LeJEPA recipe's optimiser:
+    # MINIMAL.md's timm ViT has a 512-wide linear head (num_classes=512):
+    # the embedding of its projector and its online probe.
     c.model.encoder = "vit_tiny16"
-    c.model.encoder_kwargs = config_dict.ConfigDict({"patch_size": 7})
+    c.model.encoder_kwargs = config_dict.ConfigDict(
+        {"patch_size": 7, "head_dim": 512})
     c.optim.learning_rate = 5e-4  # per 256 samples
     c.optim.weight_decay = 5e-2
+    c.optim.weight_decay_mask = "all"  # MINIMAL.md: one AdamW group
+    c.optim.warmup_start_factor = 0.01  # MINIMAL.md: LinearLR(0.01)
     c.optim.end_lr_factor = 1e-3
     if "smoke" in words:  # a 1-block, 8-wide ViT
       c.model.encoder_kwargs = config_dict.ConfigDict(
-          {"patch_size": 7, "hidden_dim": 8, "depth": 1, "num_heads": 2})
+          {"patch_size": 7, "hidden_dim": 8, "depth": 1, "num_heads": 2,
+           "head_dim": 8})
+  else:  # the main job's optimiser: kernels-only decay, warm-up from 0
+    c.optim.weight_decay_mask = "kernels"
+    c.optim.warmup_start_factor = 0.0
   if "smoke" in words:
     c.model.projector = (16, 8)
     c.lejepa.num_slices = 16

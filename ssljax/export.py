@@ -150,6 +150,9 @@ def no_torch_counterpart(encoder) -> str | None:
   block counts, or a ViT)."""
   from ssljax import models  # pylint: disable=import-outside-toplevel
   if isinstance(encoder, models.VisionTransformer):
+    if encoder.head_dim and encoder.representation == "cls_last2":
+      return ("a ViT with a head on two concatenated class tokens has no "
+              "timm counterpart (timm's head reads one)")
     return None
   if isinstance(encoder, models.ResNet):
     kind = (encoder.block, tuple(encoder.stage_sizes))
@@ -235,8 +238,12 @@ def _vit_torch(encoder, variables, image_size: int, channels: int):
           ours[part][layer]["bias"])
   out["norm.weight"] = np.asarray(params["norm"]["scale"])
   out["norm.bias"] = np.asarray(params["norm"]["bias"])
+  if encoder.head_dim:  # timm's classifier head (num_classes)
+    out["head.weight"] = _dense(params["head"]["kernel"])
+    out["head.bias"] = np.asarray(params["head"]["bias"])
   pool = "avg" if encoder.representation == "avg_tokens" else "token"
-  kwargs = {"pretrained": False, "num_classes": 0, "img_size": image_size,
+  kwargs = {"pretrained": False, "num_classes": encoder.head_dim,
+            "img_size": image_size,
             "patch_size": p, "in_chans": channels, "embed_dim": dim,
             "depth": encoder.depth, "num_heads": encoder.num_heads,
             "mlp_ratio": encoder.mlp_ratio, "class_token": encoder.class_token,
@@ -251,6 +258,8 @@ def _vit_torch(encoder, variables, image_size: int, channels: int):
                    "model.norm, concatenated (B, 2D); model(x) is the second "
                    "half",
   }[encoder.representation]
+  if encoder.head_dim:
+    output += f", then model.head (B, {encoder.head_dim})"
   name = _TIMM_VITS.get((dim, encoder.num_heads), "vit_base_patch16_224")
   target = {"library": "timm", "constructor": f"timm.create_model({name!r}, "
                                               "**kwargs)",

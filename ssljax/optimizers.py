@@ -7,9 +7,10 @@ Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 ``weight_decay_schedule`` ("constant" | "cosine", to
 ``final_weight_decay``), ``schedule_scale`` (the schedules run over
 ``schedule_scale`` × the run's steps), optionally
-``freeze_last_layer_epochs`` (DINO, SwAV), ``frozen_adam_count`` (DINO) and
-``normalize_last_layer`` (SwAV), ``b2`` (AdamW's β2; MAE's 0.95) and, for
-LARS only, ``lars.momentum`` and
+``freeze_last_layer_epochs`` (DINO, SwAV), ``frozen_adam_count`` (DINO),
+``normalize_last_layer`` (SwAV), ``b2`` (AdamW's β2; MAE's 0.95),
+``weight_decay_mask`` and ``warmup_start_factor`` (LeJEPA) and, for LARS
+only, ``lars.momentum`` and
 ``lars.trust_coefficient``.
 
 The options exist because the official codes differ in them, and a
@@ -20,6 +21,8 @@ to 0.4 on a cosine; I-JEPA ramps it too and can stretch every schedule by
 AdamW skips a parameter without gradient,
 so DINO's frozen last layer starts its Adam step count when it thaws;
 MAE's AdamW takes β2 = 0.95 instead of PyTorch's and optax's 0.999.
+LeJEPA's minimal example decays every parameter (one AdamW group) and warms
+up from 0.01 × the peak (PyTorch's ``LinearLR(start_factor=0.01)``).
 """
 
 from collections.abc import Callable
@@ -33,11 +36,13 @@ __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
            "hold_while", "clip_by_tensor_norm", "cosine_schedule",
            "unit_columns_after",
            "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
+           "WEIGHT_DECAY_MASKS",
            "FROZEN_ADAM_COUNTS"]
 
 OPTIMIZERS = ("adamw", "lars")
 CLIP_MODES = ("global", "per_tensor")
 WEIGHT_DECAY_SCHEDULES = ("constant", "cosine")
+WEIGHT_DECAY_MASKS = ("kernels", "all")
 FROZEN_ADAM_COUNTS = ("advance", "hold")
 # Adam's constants (optax.adamw's and torch.optim.AdamW's defaults).
 _B1, _B2, _EPS = 0.9, 0.999, 1e-8
@@ -148,12 +153,19 @@ def hold_while(num_steps: int, inner: optax.GradientTransformation
 def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
                             steps_per_epoch: int, total_steps: int
                             ) -> Callable[[int], float]:
-  """Linear warm-up from 0, then cosine decay to ``end_lr_factor`` × peak.
+  """Linear warm-up from ``warmup_start_factor`` × peak (0 by default),
+  then cosine decay to ``end_lr_factor`` × peak.
+
+  At step i < W (W warm-up steps) the lr is peak·(f + (1 − f)·i/W), f the
+  start factor: PyTorch's ``LinearLR(start_factor=f, total_iters=W)``
+  (LeJEPA's minimal example: f = 0.01); from W on the half cosine over the
+  remaining steps, PyTorch's ``CosineAnnealingLR(T_max=total − W)`` after
+  it in ``SequentialLR``.
 
   Args:
     optim: ``config.optim``: ``learning_rate`` (peak lr per 256 samples),
       ``warmup_epochs`` (epochs, may be fractional), ``end_lr_factor``
-      (final lr / peak lr).
+      (final lr / peak lr), optionally ``warmup_start_factor`` in [0, 1].
     batch_size: global batch of samples; the peak lr is
       ``learning_rate · batch_size / 256`` (linear scaling).
     steps_per_epoch: optimiser steps in one epoch (converts warmup_epochs
@@ -165,11 +177,18 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
   Returns:
     an optax schedule: step (int) -> learning rate (float32, float64 with
     x64 on). The warm-up is at most ``total_steps − 1`` steps.
+
+  Raises:
+    ValueError: ``warmup_start_factor`` outside [0, 1].
   """
   peak = optim.learning_rate * batch_size / 256
   warmup = min(int(optim.warmup_epochs * steps_per_epoch), total_steps - 1)
+  start = optim.get("warmup_start_factor", 0.0)
+  if not 0.0 <= start <= 1.0:
+    raise ValueError(f"optim.warmup_start_factor must be in [0, 1], got "
+                     f"{start!r}")
   schedule = optax.warmup_cosine_decay_schedule(
-      init_value=0.0, peak_value=peak, warmup_steps=max(warmup, 0),
+      init_value=peak * start, peak_value=peak, warmup_steps=max(warmup, 0),
       decay_steps=max(schedule_steps(optim, total_steps), 1),
       end_value=peak * optim.end_lr_factor)
   # Read at a float step: optax computes in float32 from an int32 count
@@ -182,6 +201,11 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
 def _decay_mask(params):
   # Weight decay and LARS trust ratios on kernels only, as in VICReg/BYOL.
   return jax.tree.map(lambda p: p.ndim > 1, params)
+
+
+def _all_mask(params):
+  # Every parameter (LeJEPA's minimal example: one AdamW group).
+  return jax.tree.map(lambda p: True, params)
 
 
 def _is_last_layer(path) -> bool:
@@ -281,7 +305,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
 
   Weight decay (and LARS's trust ratio) applies to parameters with ndim > 1
   only (kernels), not to biases or BatchNorm scales and offsets (as the
-  official VICReg, BYOL, DINO and I-JEPA codes group them).
+  official VICReg, BYOL, DINO and I-JEPA codes group them): the default
+  ``weight_decay_mask`` "kernels". With "all" (AdamW only) every parameter
+  decays, as LeJEPA's minimal example (rbalestr-lab/lejepa MINIMAL.md: the
+  network's parameters in one AdamW group).
 
   * Clipping (``clip_grad_norm`` > 0): ``clip_mode`` "global" rescales the
     whole gradient to that global L2 norm (``optax.clip_by_global_norm``),
@@ -325,9 +352,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
 
   Raises:
     ValueError: an unknown ``optim.name``, ``clip_mode``,
-      ``weight_decay_schedule`` or ``frozen_adam_count``; ``b2`` outside
-      [0, 1); a cosine
-      weight-decay schedule or a held Adam count with LARS, or without
+      ``weight_decay_schedule``, ``frozen_adam_count`` or
+      ``weight_decay_mask``; ``b2`` outside [0, 1); a cosine weight-decay
+      schedule, a held Adam count or the "all" mask with LARS; a cosine
+      schedule without
       ``total_steps``.
   """
   clip_mode = optim.get("clip_mode", "global")
@@ -336,7 +364,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   b2 = optim.get("b2", _B2)
   if not 0.0 <= b2 < 1.0:
     raise ValueError(f"optim.b2 must be in [0, 1), got {b2}")
+  mask_mode = optim.get("weight_decay_mask", "kernels")
   for value, allowed, name in ((optim.name, OPTIMIZERS, "optimiser"),
+                               (mask_mode, WEIGHT_DECAY_MASKS,
+                                "weight_decay_mask"),
                                (clip_mode, CLIP_MODES, "clip_mode"),
                                (wd_schedule, WEIGHT_DECAY_SCHEDULES,
                                 "weight_decay_schedule"),
@@ -347,9 +378,12 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   freeze_steps = int(round(optim.get("freeze_last_layer_epochs", 0.0)
                            * steps_per_epoch))
   hold = freeze_steps > 0 and count_mode == "hold"
-  if optim.name == "lars" and (wd_schedule != "constant" or hold):
-    raise ValueError("optim.weight_decay_schedule='cosine' and "
-                     "optim.frozen_adam_count='hold' need optim.name='adamw'")
+  if optim.name == "lars" and (wd_schedule != "constant" or hold
+                               or mask_mode != "kernels"):
+    raise ValueError("optim.weight_decay_schedule='cosine', "
+                     "optim.frozen_adam_count='hold' and "
+                     "optim.weight_decay_mask='all' need optim.name='adamw'")
+  decay_mask = _decay_mask if mask_mode == "kernels" else _all_mask
   if optim.name == "lars":
     tx = optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
                     weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
@@ -357,7 +391,7 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                     momentum=optim.lars.momentum)
   elif wd_schedule == "constant" and not hold:
     tx = optax.adamw(learning_rate_fn, b1=_B1, b2=b2, eps=_EPS,
-                     weight_decay=optim.weight_decay, mask=_decay_mask)
+                     weight_decay=optim.weight_decay, mask=decay_mask)
   else:
     # optax.adamw written out: Adam's scaling, decoupled weight decay, lr.
     adam = lambda: optax.scale_by_adam(b1=_B1, b2=b2, eps=_EPS)
@@ -379,9 +413,9 @@ def create_optimizer(optim: ml_collections.ConfigDict,
               weight_decay=cosine_schedule(
                   optim.weight_decay, optim.final_weight_decay,
                   max(schedule_steps(optim, total_steps), 1)),
-              mask=_decay_mask)
+              mask=decay_mask)
     else:
-      decay = optax.add_decayed_weights(optim.weight_decay, _decay_mask)
+      decay = optax.add_decayed_weights(optim.weight_decay, decay_mask)
     tx = optax.chain(scale, decay,
                      optax.scale_by_learning_rate(learning_rate_fn))
   chain = [tx]

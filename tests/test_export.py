@@ -155,6 +155,8 @@ def test_unknown_format_and_no_counterpart_write_nothing(tmp_path):
     (models.ResNet18(stem="imagenet", stage_widths=(32, 64, 128, 256)),
      r"widths \(32, 64, 128, 256\)"),
     (models.MLPEncoder(), "MLPEncoder"),
+    (models.ViTTiny16(head_dim=8, representation="cls_last2"),
+     "head on two concatenated class tokens"),
 ])
 def test_encoders_without_a_pytorch_counterpart(encoder, match):
   assert export.no_torch_counterpart(models.ViTTiny16()) is None
@@ -315,6 +317,7 @@ def test_torchvision_resnet_gives_our_features(encoder, size):
          pos_embedding="sincos", class_token=False),     # I-JEPA's
     dict(hidden_dim=192, num_heads=3, depth=2, representation="avg_tokens",
          pos_embedding="sincos"),                        # MAE's pooled
+    dict(hidden_dim=192, num_heads=3, depth=2, head_dim=16),  # LeJEPA's head
 ])
 def test_timm_vit_gives_our_features(kwargs):
   _torch()

@@ -62,12 +62,44 @@ def test_loss_is_the_library_loss_with_the_keys_directions(form):
   assert float(other["sigreg"]) != float(got["sigreg"])  # new directions
 
 
+def test_joint_batch_norm_views_are_one_batch():
+  # "joint": the views of one size meet BatchNorm as one batch (MINIMAL.md's
+  # N·V rows); "per_view": one batch each.
+  config = lejepa_config.get_config("cnn,smoke")
+  assert config.lejepa.batch_norm_views == "joint"
+  method = methods.build(config)
+  params, state = method.init(jax.random.key(0),
+                              train.batch_spec(config, (28, 28, 1)))
+  views = _batch(config, batch=8)["views"]
+  outs, stats = jax.jit(method.forward)(params, state["batch_stats"], views)
+  g = config.views.num_global
+  # The global views as one batch, rows (sample, view) as forward_views.
+  rows = jnp.stack(views[:g], axis=1).reshape(8 * g, *views[0].shape[1:])
+  want, updates = jax.jit(lambda x: method.network.apply(
+      {"params": params, "batch_stats": state["batch_stats"]}, x,
+      train=True, mutable=["batch_stats"]))(rows)
+  for v in range(g):
+    np.testing.assert_allclose(outs[v]["z"], want["z"][v::g], rtol=1e-5,
+                               atol=1e-6)
+  assert jax.tree.structure(stats) == jax.tree.structure(
+      updates["batch_stats"])
+  config.lejepa.batch_norm_views = "per_view"
+  per_view, _ = jax.jit(methods.build(config).forward)(
+      params, state["batch_stats"], views)
+  assert float(jnp.abs(per_view[0]["z"] - outs[0]["z"]).max()) > 1e-3
+
+
 def test_default_config_is_vit_tiny_patch_7_with_the_official_values():
   config = lejepa_config.get_config()
   assert config.model.encoder == "vit_tiny16"
   assert config.model.encoder_kwargs.patch_size == 7
   assert (config.lejepa.lam, config.lejepa.num_slices) == (0.05, 1024)
   assert (config.views.num_global, config.views.num_local) == (2, 6)
+  # MINIMAL.md's behaviour where the README is silent (docs/fidelity.md).
+  assert config.lejepa.batch_norm_views == "joint"
+  assert config.model.encoder_kwargs.head_dim == 512
+  assert config.optim.weight_decay_mask == "all"
+  assert config.optim.warmup_start_factor == 0.01
   assert lejepa_config.get_config("cnn").model.encoder == "cnn"
   assert "sigreg" in lejepa_config.get_config("smoke").evals
   with pytest.raises(ValueError, match="unknown variant word"):

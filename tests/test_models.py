@@ -148,6 +148,27 @@ def test_tiny_vit_forward_is_finite():
   assert h48.shape == (2, 32) and bool(jnp.all(jnp.isfinite(h48)))
 
 
+def test_vit_head_is_a_linear_layer_on_the_representation():
+  # head_dim: timm's classifier head (num_classes), LeJEPA's MINIMAL.md
+  # embedding: Dense(head_dim) with bias on the class token.
+  kw = dict(patch_size=7, hidden_dim=8, depth=1, num_heads=2)
+  enc = models.VisionTransformer(head_dim=5, **kw)
+  x = jax.random.normal(jax.random.key(1), (3, 28, 28, 1))
+  params = enc.init(jax.random.key(0), x)["params"]
+  out = enc.apply({"params": params}, x)
+  assert out.shape == (3, 5)
+  assert params["head"]["kernel"].shape == (8, 5)
+  body = {k: v for k, v in params.items() if k != "head"}
+  h = models.VisionTransformer(**kw).apply({"params": body}, x)
+  np.testing.assert_allclose(
+      out, h @ params["head"]["kernel"] + params["head"]["bias"],
+      rtol=1e-5, atol=1e-6)
+  tokens = enc.apply({"params": params}, x, output="tokens")
+  assert tokens.shape == (3, 17, 8)  # the tokens have no head
+  with pytest.raises(ValueError, match="head_dim"):
+    models.VisionTransformer(head_dim=-1, **kw).init(jax.random.key(0), x)
+
+
 def test_vit_initialised_at_224_takes_96_pixel_local_crops():
   enc = models.ViTSmall16()
   variables = jax.eval_shape(lambda k: enc.init(k, jnp.zeros((1, 224, 224, 3))),

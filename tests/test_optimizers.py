@@ -246,3 +246,49 @@ def test_linear_momentum_is_ijepas_generator():
   assert abs(float(ema.momentum("cosine", k // 4, k)) - official[k // 4]) > 1e-4
   with pytest.raises(ValueError, match="unknown momentum schedule"):
     ema.momentum("step", 0, 10)
+
+
+# ------------------------------------- LeJEPA's minimal example (MINIMAL.md) --
+
+def test_warmup_start_factor_is_torchs_linear_then_cosine(x64):
+  # MINIMAL.md: SequentialLR(LinearLR(start_factor=0.01, total_iters=W),
+  # CosineAnnealingLR(T_max=T - W, eta_min)) stepped once per step; their
+  # closed forms at steps 0 .. T - 1.
+  peak, f, w, total, end = 2e-3, 0.01, 5, 20, 0.5
+  optim = _optim(learning_rate=peak * 256 / 16, warmup_epochs=1.0,
+                 warmup_start_factor=f, end_lr_factor=end)
+  fn = optimizers.create_learning_rate_fn(optim, 16, w, total)
+  want = [peak * (f + (1 - f) * i / w) if i < w else
+          end * peak + (1 - end) * peak
+          * (1 + np.cos(np.pi * (i - w) / (total - w))) / 2
+          for i in range(total)]
+  got = [float(fn(jnp.asarray(i, jnp.int32))) for i in range(total)]
+  np.testing.assert_allclose(got, want, rtol=1e-14)
+  # Without the field: the warm-up starts at 0.
+  plain = optimizers.create_learning_rate_fn(
+      _optim(learning_rate=1.0, warmup_epochs=1.0), 256, w, total)
+  assert float(plain(jnp.asarray(0, jnp.int32))) == 0.0
+  with pytest.raises(ValueError, match="warmup_start_factor"):
+    optimizers.create_learning_rate_fn(
+        _optim(warmup_epochs=1.0, warmup_start_factor=1.5), 256, w, total)
+
+
+@pytest.mark.parametrize("mask", ["kernels", "all"])
+def test_weight_decay_mask(mask):
+  # "all": MINIMAL.md's one AdamW group decays biases and norms too.
+  params = {"w": jnp.ones((2, 2)), "b": jnp.ones((2,))}
+  tx = optimizers.create_optimizer(
+      _optim(weight_decay=0.5, weight_decay_mask=mask), 0.1)
+  zeros = jax.tree.map(jnp.zeros_like, params)
+  updates, _ = tx.update(zeros, tx.init(params), params)
+  np.testing.assert_allclose(updates["w"], -0.05, rtol=1e-6)
+  np.testing.assert_allclose(updates["b"], -0.05 if mask == "all" else 0.0,
+                             rtol=1e-6)
+
+
+def test_weight_decay_mask_errors():
+  with pytest.raises(ValueError, match="unknown weight_decay_mask 'none'"):
+    optimizers.create_optimizer(_optim(weight_decay_mask="none"), 0.1)
+  with pytest.raises(ValueError, match="need optim.name='adamw'"):
+    optimizers.create_optimizer(
+        _optim(name="lars", weight_decay_mask="all"), 0.1)

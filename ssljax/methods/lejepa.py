@@ -17,6 +17,12 @@ README's example). The M directions are drawn inside the jitted loss from
 the step's loss key, itself derived from (seed, step): identical on every
 device and process, and replayed exactly on resume.
 
+``batch_norm_views`` says how the views meet the projector's (and a CNN
+encoder's) BatchNorm: "joint" (the views of one size as one batch, so
+each BatchNorm normalises over all their rows, as the official minimal
+example's one batch of N·V rows) or "per_view" (one batch per view, as the
+other methods here).
+
 Forms: ``"multi_view"`` (`losses.lejepa_terms`, the official code) and
 ``"graph"`` (`losses.lejepa_graph_terms` over the crop graph
 `losses.lejepa_crops_graph`, equal to it).
@@ -30,6 +36,14 @@ __all__ = ["Method"]
 FIELDS = {"model.projector": rules.nonempty_widths,
           "lejepa.lam": rules.real(0.0, 1.0),
           "lejepa.num_slices": rules.integer(1)}
+
+# Read where present; absent, each is its old behaviour ("per_view",
+# "kernels", 0.0), so the LeJEPA recipes that do not set them keep their
+# steps. configs/lejepa.py sets all three (MINIMAL.md's behaviour).
+OPTIONAL_FIELDS = {
+    "lejepa.batch_norm_views": rules.one_of("joint", "per_view"),
+    "optim.weight_decay_mask": rules.one_of("kernels", "all"),
+    "optim.warmup_start_factor": rules.real(0.0, 1.0)}
 
 
 # The forms take λ and the directions from config.lejepa and the step's key,
@@ -60,10 +74,14 @@ class Method(single_network.SingleNetworkMethod):
     self.lam = float(config.lejepa.lam)
     self.num_slices = int(config.lejepa.num_slices)
     self.num_global = int(config.views.num_global)
+    self.joint_batch_norm = (
+        config.lejepa.get("batch_norm_views", "per_view") == "joint")
 
   @classmethod
   def config_fields(cls, config):
-    return {**FIELDS, **super().config_fields(config)}
+    present = {path: rule for path, rule in OPTIONAL_FIELDS.items()
+               if rules.value_at(config, path, None) is not None}
+    return {**FIELDS, **present, **super().config_fields(config)}
 
   @classmethod
   def check_config(cls, config):
@@ -82,8 +100,19 @@ class Method(single_network.SingleNetworkMethod):
   def terms(self, z_VxBxK, key) -> dict:
     """Loss terms of the configured form on (V, B, K) embeddings, with the
     step's directions drawn from ``key``."""
-    a_KxM = losses.sigreg_directions(key, z_VxBxK.shape[-1], self.num_slices)
+    # In the embeddings' dtype: float32 in float32 and bfloat16 runs (the
+    # projector's output is float32), float64 in the float64 checks.
+    a_KxM = losses.sigreg_directions(key, z_VxBxK.shape[-1], self.num_slices,
+                                     dtype=z_VxBxK.dtype)
     return self.FORMS[self.form](z_VxBxK, a_KxM, self.num_global, self.lam)
+
+  def forward(self, params, batch_stats, views):
+    """(list of V output dicts, new batch_stats), train mode; the views
+    of one size as one batch when ``batch_norm_views`` is "joint"."""
+    return single_network.forward_views(
+        self.network.apply,
+        lambda stats: {"params": params, "batch_stats": stats},
+        batch_stats, views, joint_batch_norm=self.joint_batch_norm)
 
   def loss(self, params, state, batch, key, schedule):
     del schedule

@@ -21,7 +21,8 @@ from ssljax.methods import base
 __all__ = ["forward_views", "SingleNetworkMethod"]
 
 
-def forward_views(apply, variables_of, state_stats, views, *, train=True):
+def forward_views(apply, variables_of, state_stats, views, *, train=True,
+                  joint_batch_norm=False):
   """The views through one network, threading BatchNorm statistics.
 
   With BatchNorm in batch-statistics mode (``train`` and statistics in
@@ -44,6 +45,11 @@ def forward_views(apply, variables_of, state_stats, views, *, train=True):
       without leaves: the network has none).
     views: sequence of V arrays (B, S_v, S_v, C).
     train: BatchNorm in batch-statistics mode (and statistics updated).
+    joint_batch_norm: with BatchNorm in batch-statistics mode, consecutive
+      views of one shape still go through the network as one batch, so
+      BatchNorm normalises over all of their n·B rows and its running
+      statistics move once per group (LeJEPA's minimal example passes its
+      V views as one batch of N·V rows, rbalestr-lab/lejepa MINIMAL.md).
 
   Returns:
     (list of V output dicts, BatchNorm statistics after the last view).
@@ -52,7 +58,8 @@ def forward_views(apply, variables_of, state_stats, views, *, train=True):
     ValueError: an output of a grouped forward pass without one row per
       input row.
   """
-  if train and jax.tree.leaves(state_stats):
+  with_stats = bool(train and jax.tree.leaves(state_stats))
+  if with_stats and not joint_batch_norm:
     outs = []
     for x in views:  # V is static: unrolled
       out, updates = apply(variables_of(state_stats), x, train=True,
@@ -67,8 +74,10 @@ def forward_views(apply, variables_of, state_stats, views, *, train=True):
     x = group[0] if n == 1 else jnp.stack(group, axis=1).reshape(
         n * b, *group[0].shape[1:])  # rows (sample, view)
     if train:
-      out, _ = apply(variables_of(state_stats), x, train=True,
-                     mutable=["batch_stats"])
+      out, updates = apply(variables_of(state_stats), x, train=True,
+                           mutable=["batch_stats"])
+      if with_stats:
+        state_stats = updates.get("batch_stats", state_stats)
     else:
       out = apply(variables_of(state_stats), x, train=False)
     if n == 1:

@@ -197,7 +197,8 @@ class VisionTransformer(nn.Module):
   arXiv 2010.11929).
 
   x: (B, H, W, C) float, H and W divisible by ``patch_size`` -> the
-  representation (B, D) (or (B, 2D) for "cls_last2"), dtype ``dtype``. See
+  representation (B, D) (or (B, 2D) for "cls_last2"; (B, head_dim) with a
+  head), dtype ``dtype``. See
   the module docstring for the position-embedding interpolation and the
   float32 LayerNorm/softmax.
 
@@ -228,6 +229,13 @@ class VisionTransformer(nn.Module):
       "sincos" (fixed 2-D sine-cosine, `sincos_pos_embed_2d`, as MAE and
       I-JEPA; the class-token entry is 0).
     class_token: prepend a class token (I-JEPA's encoder has none).
+    head_dim: 0 (none, the default) or the width of a linear layer (with
+      bias, named "head") on the representation: timm's classifier head
+      ``num_classes``, which LeJEPA's minimal example (Balestriero & LeCun
+      2025, arXiv 2511.08544; rbalestr-lab/lejepa MINIMAL.md, ``num_classes
+      =512``) uses as its embedding, read by its projector and its probe.
+      The representation is then (B, head_dim); ``output="tokens"`` is not
+      affected.
   """
   patch_size: int = 16
   hidden_dim: int = 384
@@ -238,6 +246,7 @@ class VisionTransformer(nn.Module):
   representation: str = "cls"
   pos_embedding: str = "learned"
   class_token: bool = True
+  head_dim: int = 0
 
   def _check(self, height, width):
     p = self.patch_size
@@ -258,6 +267,9 @@ class VisionTransformer(nn.Module):
     if self.pos_embedding not in ("learned", "sincos"):
       raise ValueError(f"pos_embedding {self.pos_embedding!r}: expected "
                        "'learned' or 'sincos'")
+    if (isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int)
+        or self.head_dim < 0):
+      raise ValueError(f"head_dim must be an int >= 0, got {self.head_dim!r}")
 
   def _positions(self, gh, gw):
     """(1, num_prefix + gh·gw, D) position embeddings, float32."""
@@ -341,18 +353,24 @@ class VisionTransformer(nn.Module):
           x, key_mask)
     norm = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(self.dtype),
                         name="norm")
-    if self.representation == "cls_last2" and output == "representation":
-      return jnp.concatenate([norm(before_last[:, 0]), norm(x[:, 0])],
-                             axis=-1).astype(self.dtype)
     if output == "tokens":
       return norm(x).astype(self.dtype)
-    if self.representation == "cls":
-      return norm(x[:, 0]).astype(self.dtype)
-    tokens = norm(x[:, n_prefix:])
-    if keep_valid is None:
-      return jnp.mean(tokens, axis=1).astype(self.dtype)
-    w = keep_valid.astype(wide_dtype(self.dtype))[..., None]
-    return (jnp.sum(tokens * w, 1) / jnp.sum(w, 1)).astype(self.dtype)
+    if self.representation == "cls_last2":
+      h = jnp.concatenate([norm(before_last[:, 0]), norm(x[:, 0])], axis=-1)
+    elif self.representation == "cls":
+      h = norm(x[:, 0])
+    elif keep_valid is None:
+      h = jnp.mean(norm(x[:, n_prefix:]), axis=1)
+    else:
+      w = keep_valid.astype(wide_dtype(self.dtype))[..., None]
+      h = jnp.sum(norm(x[:, n_prefix:]) * w, 1) / jnp.sum(w, 1)
+    h = h.astype(self.dtype)
+    if self.head_dim:
+      # timm's head: trunc_normal(0.02) weights, zero bias.
+      h = nn.Dense(self.head_dim, dtype=self.dtype, name="head",
+                   kernel_init=nn.initializers.truncated_normal(0.02),
+                   bias_init=nn.initializers.zeros)(h)
+    return h
 
 
 class ViTTiny16(VisionTransformer):
