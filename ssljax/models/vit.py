@@ -34,6 +34,7 @@ import math
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16", "Block",
            "interpolate_pos_embed", "sincos_pos_embed_2d", "REPRESENTATIONS",
@@ -91,9 +92,15 @@ def sincos_pos_embed_2d(dim: int, grid: tuple[int, int]) -> jax.Array:
   k = 0..D/4 − 1 (the official ``get_2d_sincos_pos_embed``, whose meshgrid
   puts the column coordinate first).
 
+  The table is computed in float64 with NumPy (D and the grid are static)
+  and rounded to float32, as the official codes store it: every entry is
+  the float32 nearest the exact value (computed in float32, entries were
+  up to 1.2e-7 off, which float64 comparisons with the official steps
+  see).
+
   Args:
     dim: D, divisible by 4.
-    grid: (gh, gw) patch grid.
+    grid: (gh, gw) patch grid (static ints).
 
   Returns:
     float32 (gh·gw, D), row-major over patches.
@@ -108,15 +115,16 @@ def sincos_pos_embed_2d(dim: int, grid: tuple[int, int]) -> jax.Array:
   if dim % 4:
     raise ValueError(f"sine-cosine embeddings need D divisible by 4, got {dim}")
   gh, gw = grid
-  omega = 1.0 / 10000 ** (jnp.arange(dim // 4, dtype=jnp.float32) / (dim / 4))
-  rows, cols = jnp.meshgrid(jnp.arange(gh, dtype=jnp.float32),
-                            jnp.arange(gw, dtype=jnp.float32), indexing="ij")
+  omega = 1.0 / 10000 ** (np.arange(dim // 4, dtype=np.float64) / (dim / 4))
+  rows, cols = np.meshgrid(np.arange(gh, dtype=np.float64),
+                           np.arange(gw, dtype=np.float64), indexing="ij")
 
   def one_axis(pos):
     out = pos.reshape(-1)[:, None] * omega[None, :]
-    return jnp.concatenate([jnp.sin(out), jnp.cos(out)], axis=1)
+    return np.concatenate([np.sin(out), np.cos(out)], axis=1)
 
-  return jnp.concatenate([one_axis(cols), one_axis(rows)], axis=1)
+  table = np.concatenate([one_axis(cols), one_axis(rows)], axis=1)
+  return jnp.asarray(table.astype(np.float32))
 
 
 def wide_dtype(dtype):
