@@ -554,6 +554,11 @@ def _relative(ours, theirs) -> float:
 
 
 def compare(args):
+  """The I-JEPA comparison of ``args`` (step_parity.py's options): ssljax's
+  K steps, the official loop's on the same weights, views and masks, and
+  its rounding reference (float64: on one thread; float32: in float64);
+  the result dict written as JSON (losses per step, the parts' drift
+  after K steps, the schedules, with ``args.mask_batches`` the masks)."""
   import jax  # pylint: disable=import-outside-toplevel
   from ssljax import __version__  # pylint: disable=import-outside-toplevel
   from ssljax.models import vit  # pylint: disable=import-outside-toplevel
