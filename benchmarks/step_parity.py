@@ -49,6 +49,40 @@ network's tensors (but the three whose gradient is 0 but for rounding,
 listed in the JSON) and the BatchNorm running statistics, and records
 both sides' learning rates.
 
+For ``ijepa`` (Assran et al. 2023, arXiv 2301.08243; facebookresearch/
+ijepa): a small ViT (patch 4 on 28 x 28 Fashion-MNIST images, a 7 x 7
+grid, width 48, 2 blocks, 4 heads) and predictor (width 32, 2 blocks),
+batch 16, from ``configs/ijepa.py``'s options (4 target blocks of scale
+0.15-0.2 and aspect 0.75-1.5, a context block of scale 0.85-1 minus them,
+min_keep 4; AdamW at the official peak rate 1e-3, warm-up from 0.2 x it
+for an epoch of 5 steps, cosine to 1e-3 x it; weight decay 0.04 -> 0.4 on
+a cosine; target momentum 0.996 -> 1 on a line).
+
+1. ssljax's side: `ssljax.train.train_step`, fed the views of each step
+   (as for DINO); the masks of each step are drawn again outside it with
+   the step's key (checked against the step's patch counts) and written in
+   the official collator's form (``masks_enc``: one (B, K_enc) index
+   array, ``masks_pred``: M (B, K_pred) ones).
+2. The authors' side: their ``src.train.main`` itself, from the same
+   weights (every leaf of encoder and predictor converted to the official
+   names) on the same views and masks: its ``init_model`` (then loaded),
+   ``init_opt`` (its AdamW, parameter groups and schedulers, unchanged),
+   ``apply_masks``, ``repeat_interleave_batch``, ViT, predictor, loss and
+   EMA with its own ``momentum_scheduler``; replaced are only
+   ``init_distributed``, ``DistributedDataParallel`` and ``AllReduce`` (one
+   process), the ImageNet loader (ours), ``set_start_method``, and the log
+   folder (a temporary one). AMP is off.
+3. The rounding reference: in float64 the official run on one thread, in
+   float32 the official run in float64.
+
+Besides the losses and tensors it prints ssljax's learning rate, weight
+decay and momentum against the values the official schedulers gave, and
+with ``--mask-batches N`` compares ssljax's mask sampler with the official
+``MaskCollator`` over N batches (block sizes at the same uniform draw;
+distributions of the patch counts, of each patch's chance to be a target
+or context patch, and of context-target overlap, against the official
+sampler's own sampling noise).
+
 It prints, per step, both losses and their relative difference; after K
 steps, the worst relative difference (largest difference over the largest
 value) of every student and teacher tensor and of the centre, against the
@@ -118,8 +152,9 @@ def report(result) -> str:
            + f", {'float64' if result['float64'] else 'float32'}"
            + (f", ssljax with {', '.join(result['ssljax_overrides'])}"
               if result["ssljax_overrides"] else ""),
-           "| step | ssljax loss | official loss | relative | official 1 "
-           "thread vs default (rounding) |", "|---|---|---|---|---|"]
+           "| step | ssljax loss | official loss | relative | "
+           + result.get("rounding_reference", "official 1 thread vs default")
+           + " (rounding) |", "|---|---|---|---|---|"]
   for r in result["losses"]:
     lines.append(f"| {r['step']} | {r['ssljax']:.7f} | {r['official']:.7f} "
                  f"| {r['relative']:.1e} | {r['rounding']:.1e} |")
@@ -138,12 +173,32 @@ def report(result) -> str:
                    f"{ours:.1e}; rounding reference {ref:.1e}")
   for name, value in result.get("checks", {}).items():
     lines.append(f"  {name}: {value:.1e}")
+  if "schedules" in result:
+    lines.append("schedules, ssljax's values against the official "
+                 "schedulers' own (worst relative difference): " + ", ".join(
+                     f"{k} {v:.1e}" for k, v in
+                     result["schedules"]["worst_relative_difference"].items()))
+  if "mask_distribution" in result:
+    d = result["mask_distribution"]
+    lines.append(f"masks over {d['batches']} batches, ssljax's sampler "
+                 "against the official collator (the official against "
+                 "itself on other seeds):")
+    lines.append(f"  block sizes (h, w) at the same u: "
+                 f"{d['block_size_mismatches']} of {2 * d['batches']} differ")
+    for key, value in d["ssljax_vs_official"].items():
+      noise = d["official_vs_official"][key]
+      lines.append(f"  {key}: {value:.3f} ({noise:.3f})")
+    for key in ("mean_context", "mean_target"):
+      lines.append(f"  {key}: ssljax {d[key]['ssljax']:.3f}, official "
+                   f"{d[key]['official']:.3f} (z = {d[key]['z']:.2f})")
+    lines.append(f"  overlap: ssljax {d['overlap']['ssljax']:.4f}, official "
+                 f"{d['overlap']['official']:.4f}")
   return "\n".join(lines)
 
 
 # method -> the module (in benchmarks/) whose ``compare(args)`` runs it.
-METHODS = {"dino": "parity_dino", "lejepa": "parity_lejepa",
-           "mae": "parity_mae"}
+METHODS = {"dino": "parity_dino", "ijepa": "parity_ijepa",
+           "lejepa": "parity_lejepa", "mae": "parity_mae"}
 
 
 def compare(args) -> dict:
@@ -170,6 +225,10 @@ def main(argv=None) -> int:
                       help="both sides in float64 (parameters, views, "
                            "computation): differences of the step's maths "
                            "show above float64 rounding")
+  parser.add_argument("--mask-batches", type=int, default=0,
+                      help="I-JEPA: also compare ssljax's mask sampler with "
+                           "the official MaskCollator over this many "
+                           "batches")
   parser.add_argument("--out", default="runs/step_parity")
   args = parser.parse_args(argv)
   if args.steps % STEPS_PER_EPOCH or args.steps < STEPS_PER_EPOCH:

@@ -8,7 +8,9 @@ multiblock.py); MAE (He et al. 2022, arXiv 2111.06377, App. A.1 Table 8;
 facebookresearch/mae PRETRAIN.md, models_mae.py).
 I-JEPA as the official code: the target-encoder momentum on a line from
 0.996 to 1, the weight decay 0.04 -> 0.4 on a cosine (ipe_scale 1.0, as
-in every official config). MAE as the official code: AdamW's β2 0.95.
+in every official config), the warm-up from start_lr = 0.2 x lr, and both
+schedules read one step ahead (its schedulers step before the update). MAE
+as the official code: AdamW's β2 0.95.
 """
 
 from ml_collections import config_dict
@@ -62,6 +64,9 @@ def set_method(c: config_dict.ConfigDict, method: str, *,
     c.optim.final_weight_decay = 0.4  # final_weight_decay 0.4
     c.optim.schedule_scale = 1.0  # ipe_scale 1.0
     c.optim.end_lr_factor = 1e-6 / 1e-3  # final_lr 1e-6
+    c.optim.warmup_start_factor = 2e-4 / 1e-3  # start_lr 0.0002
+    c.optim.schedule_offset = 1  # the schedulers step before the update
+    c.optim.adam_bias_correction = "accurate"  # torch.optim.AdamW's
   else:
     c.loss.form = "mse"
     c.loss.norm_pix_loss = True  # --norm_pix_loss (PRETRAIN.md)

@@ -127,6 +127,15 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # run's steps (I-JEPA's ipe_scale: 1.25 would stop a run at 80 % of them;
   # its official configs use 1.0).
   c.optim.schedule_scale = 1.0
+  # The warm-up starts at warmup_start_factor x the peak lr (I-JEPA's
+  # start_lr / lr: 0.2); update k reads the lr and weight-decay schedules at
+  # k + schedule_offset (I-JEPA's schedulers step before the update: 1).
+  c.optim.warmup_start_factor = 0.0
+  c.optim.schedule_offset = 0
+  # Adam's bias corrections 1 - beta^t: "optax" (in the parameters' float
+  # type: 1.3e-5 off at t = 1 in float32) or "accurate" (PyTorch's AdamW,
+  # which computes them in float64; ssljax.optimizers).
+  c.optim.adam_bias_correction = "optax"
   # LARS only: read when optim.name == "lars", ignored by adamw.
   c.optim.lars = config_dict.ConfigDict()
   c.optim.lars.momentum = 0.9  # heavy-ball momentum of LARS

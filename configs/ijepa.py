@@ -63,11 +63,17 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.erase_prob = 0.0
   # Official AdamW: lr 1e-3 at batch 2048 (1.25e-4 per 256), weight decay
   # 0.04 rising to 0.4 on a cosine (CosineWDSchedule); the official configs'
-  # ipe_scale is 1.0 (optim.schedule_scale, common.py).
+  # ipe_scale is 1.0 (optim.schedule_scale, common.py). WarmupCosineSchedule
+  # warms up from start_lr 2e-4 (0.2 x lr) and decays to final_lr 1e-6
+  # (1e-3 x lr); both schedulers step before the update (offset 1).
   c.optim.learning_rate = 1.25e-4
   c.optim.weight_decay = 0.04
   c.optim.weight_decay_schedule = "cosine"
   c.optim.final_weight_decay = 0.4
+  c.optim.warmup_start_factor = 0.2
+  c.optim.end_lr_factor = 1e-3
+  c.optim.schedule_offset = 1
+  c.optim.adam_bias_correction = "accurate"  # PyTorch's AdamW's
   if arg == "smoke":
     c.model.encoder_kwargs.update(dict(hidden_dim=8, depth=2, num_heads=2))
     c.model.jepa_predictor = config_dict.ConfigDict(dict(

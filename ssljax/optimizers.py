@@ -4,28 +4,35 @@ Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 "lars"), ``learning_rate`` (peak, per batch of 256 samples),
 ``weight_decay``, ``warmup_epochs``, ``end_lr_factor``, ``clip_grad_norm``
 (0: off) and ``clip_mode`` ("global" | "per_tensor"),
+``adam_bias_correction`` ("optax" | "accurate"),
 ``weight_decay_schedule`` ("constant" | "cosine", to
 ``final_weight_decay``), ``schedule_scale`` (the schedules run over
-``schedule_scale`` × the run's steps), optionally
-``freeze_last_layer_epochs`` (DINO, SwAV), ``frozen_adam_count`` (DINO),
-``normalize_last_layer`` (SwAV), ``b2`` (AdamW's β2; MAE's 0.95),
-``weight_decay_mask`` and ``warmup_start_factor`` (LeJEPA) and, for LARS
-only, ``lars.momentum`` and
+``schedule_scale`` × the run's steps), ``warmup_start_factor`` (the
+warm-up's first learning rate / peak), ``schedule_offset`` (update k reads
+the learning-rate and weight-decay schedules at k + offset),
+``adam_bias_correction``, optionally ``freeze_last_layer_epochs`` (DINO,
+SwAV), ``frozen_adam_count`` (DINO), ``normalize_last_layer`` (SwAV),
+``b2`` (AdamW's β2; MAE's 0.95), ``weight_decay_mask`` (LeJEPA) and, for
+LARS only, ``lars.momentum`` and
 ``lars.trust_coefficient``.
 
 The options exist because the official codes differ in them, and a
 re-implementation that fixes one choice drifts from the others' steps:
 DINO clips each tensor's gradient norm and ramps the weight decay from 0.04
 to 0.4 on a cosine; I-JEPA ramps it too and can stretch every schedule by
-``ipe_scale`` (1.25 by its code's default, 1.0 in its configs); PyTorch's
-AdamW skips a parameter without gradient,
-so DINO's frozen last layer starts its Adam step count when it thaws;
-MAE's AdamW takes β2 = 0.95 instead of PyTorch's and optax's 0.999.
-LeJEPA's minimal example decays every parameter (one AdamW group) and warms
-up from 0.01 × the peak (PyTorch's ``LinearLR(start_factor=0.01)``).
+``ipe_scale`` (1.25 by its code's default, 1.0 in its configs), starts its
+warm-up at ``start_lr`` (0.2 × the peak in its configs) and steps its
+schedulers before the update, so that update k reads them at k + 1, and
+computes Adam's bias corrections in float64 as PyTorch does;
+PyTorch's AdamW skips a parameter without gradient, so DINO's frozen last
+layer starts its Adam step count when it thaws; MAE's AdamW takes β2 =
+0.95 instead of PyTorch's and optax's 0.999. LeJEPA's minimal example
+decays every parameter (one AdamW group) and warms up from 0.01 × the
+peak (PyTorch's ``LinearLR(start_factor=0.01)``).
 """
 
 from collections.abc import Callable
+import math
 
 import jax
 import jax.numpy as jnp
@@ -33,17 +40,19 @@ import ml_collections
 import optax
 
 __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
+           "weight_decay_fn",
            "hold_while", "clip_by_tensor_norm", "cosine_schedule",
            "unit_columns_after",
            "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
-           "WEIGHT_DECAY_MASKS",
-           "FROZEN_ADAM_COUNTS"]
+           "WEIGHT_DECAY_MASKS", "FROZEN_ADAM_COUNTS", "BIAS_CORRECTIONS",
+           "scale_by_adam_accurate"]
 
 OPTIMIZERS = ("adamw", "lars")
 CLIP_MODES = ("global", "per_tensor")
 WEIGHT_DECAY_SCHEDULES = ("constant", "cosine")
 WEIGHT_DECAY_MASKS = ("kernels", "all")
 FROZEN_ADAM_COUNTS = ("advance", "hold")
+BIAS_CORRECTIONS = ("optax", "accurate")
 # Adam's constants (optax.adamw's and torch.optim.AdamW's defaults).
 _B1, _B2, _EPS = 0.9, 0.999, 1e-8
 
@@ -56,6 +65,14 @@ def schedule_steps(optim: ml_collections.ConfigDict, total_steps: int) -> int:
   stops at 80 % of its learning-rate, weight-decay and EMA schedules; its
   configs use 1.0)."""
   return int(optim.get("schedule_scale", 1.0) * total_steps)
+
+
+def _offset(schedule, optim):
+  """``schedule`` read ``optim.schedule_offset`` (default 0) steps ahead,
+  at a count of the default float dtype (float64 with x64 on: optax's
+  schedules give float32 for the optimiser's int32 count, even then)."""
+  offset = int(optim.get("schedule_offset", 0))
+  return lambda count: schedule(jnp.asarray(count, float) + offset)
 
 
 def cosine_schedule(start: float, end: float, steps: int
@@ -87,6 +104,54 @@ def cosine_schedule(start: float, end: float, steps: int
     return end + (start - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
 
   return schedule
+
+
+def scale_by_adam_accurate(b1: float = _B1, b2: float = _B2,
+                           eps: float = _EPS) -> optax.GradientTransformation:
+  """``optax.scale_by_adam`` with its bias corrections 1 − βᵗ computed as
+  −expm1(t·ln β), ln β taken in float64.
+
+  optax computes 1 − βᵗ in the moments' float type: in float32,
+  1 − 0.999 is 1.3e-5 off (0.999 is not a float32 number and the
+  subtraction cancels), so the first Adam updates are ~6e-6 off after the
+  square root. PyTorch's AdamW computes its corrections as Python floats
+  (float64); these are within float32 rounding of them. In float64 both
+  forms agree to float64 rounding.
+
+  Args:
+    b1, b2: the moments' decay rates in [0, 1) (0.9, 0.999).
+    eps: added to √v̂ (1e-8).
+
+  Returns:
+    an optax GradientTransformation whose state is
+    ``optax.ScaleByAdamState`` (int32 count, mu and nu like the params).
+
+  References:
+    Kingma & Ba 2015, arXiv 1412.6980, Algorithm 1; Loshchilov & Hutter
+    2019, arXiv 1711.05101 (AdamW).
+  """
+  log_b1, log_b2 = math.log(b1), math.log(b2)
+
+  def init(params):
+    return optax.ScaleByAdamState(count=jnp.zeros([], jnp.int32),
+                                  mu=optax.tree.zeros_like(params),
+                                  nu=optax.tree.zeros_like(params))
+
+  def update(updates, state, params=None):
+    del params
+    mu = optax.tree.update_moment(updates, state.mu, b1, 1)
+    nu = optax.tree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
+    count = optax.safe_increment(state.count)
+
+    def corrected(moment, log_b):
+      c = -jnp.expm1(count.astype(float) * log_b)  # 1 − β^count
+      return jax.tree.map(lambda t: t / c.astype(t.dtype), moment)
+
+    updates = jax.tree.map(lambda m, v: m / (jnp.sqrt(v) + eps),
+                           corrected(mu, log_b1), corrected(nu, log_b2))
+    return updates, optax.ScaleByAdamState(count=count, mu=mu, nu=nu)
+
+  return optax.GradientTransformation(init, update)
 
 
 def clip_by_tensor_norm(max_norm: float, eps: float = 1e-6
@@ -153,8 +218,8 @@ def hold_while(num_steps: int, inner: optax.GradientTransformation
 def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
                             steps_per_epoch: int, total_steps: int
                             ) -> Callable[[int], float]:
-  """Linear warm-up from ``warmup_start_factor`` × peak (0 by default),
-  then cosine decay to ``end_lr_factor`` × peak.
+  """Linear warm-up from ``warmup_start_factor`` × peak (default 0) to the
+  peak, then cosine decay to ``end_lr_factor`` × peak.
 
   At step i < W (W warm-up steps) the lr is peak·(f + (1 − f)·i/W), f the
   start factor: PyTorch's ``LinearLR(start_factor=f, total_iters=W)``
@@ -162,10 +227,20 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
   remaining steps, PyTorch's ``CosineAnnealingLR(T_max=total − W)`` after
   it in ``SequentialLR``.
 
+  Update k (0, 1, ...) reads the schedule at k + ``optim.schedule_offset``
+  (default 0). I-JEPA's official ``WarmupCosineSchedule`` (Assran et al.
+  2023, arXiv 2301.08243, src/utils/schedulers.py) is this schedule with
+  the factor ``start_lr / lr`` (0.2 in its configs) and offset 1: its
+  ``step()`` advances its count before the update it sets the rate of, so
+  the first update already has 1/warmup of the warm-up. DINO's
+  ``cosine_scheduler`` is offset 0 from 0 (Caron et al. 2021, arXiv
+  2104.14294).
+
   Args:
     optim: ``config.optim``: ``learning_rate`` (peak lr per 256 samples),
       ``warmup_epochs`` (epochs, may be fractional), ``end_lr_factor``
-      (final lr / peak lr), optionally ``warmup_start_factor`` in [0, 1].
+      (final lr / peak lr); optionally ``warmup_start_factor`` (in [0, 1])
+      and ``schedule_offset`` (int >= 0).
     batch_size: global batch of samples; the peak lr is
       ``learning_rate · batch_size / 256`` (linear scaling).
     steps_per_epoch: optimiser steps in one epoch (converts warmup_epochs
@@ -187,15 +262,37 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
   if not 0.0 <= start <= 1.0:
     raise ValueError(f"optim.warmup_start_factor must be in [0, 1], got "
                      f"{start!r}")
-  schedule = optax.warmup_cosine_decay_schedule(
-      init_value=peak * start, peak_value=peak, warmup_steps=max(warmup, 0),
+  return _offset(optax.warmup_cosine_decay_schedule(
+      init_value=peak * start,
+      peak_value=peak, warmup_steps=max(warmup, 0),
       decay_steps=max(schedule_steps(optim, total_steps), 1),
-      end_value=peak * optim.end_lr_factor)
-  # Read at a float step: optax computes in float32 from an int32 count
-  # even with x64 on; from a float one in the default float dtype (the same
-  # float32 values without x64, float64 ones with it, as the official
-  # codes' Python floats).
-  return lambda step: schedule(jnp.asarray(step, float))
+      end_value=peak * optim.end_lr_factor), optim)
+
+
+def weight_decay_fn(optim: ml_collections.ConfigDict, total_steps: int
+                    ) -> Callable[[int], jax.Array]:
+  """The cosine weight-decay schedule of ``optim``: `cosine_schedule` from
+  ``weight_decay`` to ``final_weight_decay`` over `schedule_steps`, update
+  k reading it at k + ``optim.schedule_offset`` (I-JEPA's
+  ``CosineWDSchedule`` steps before the update: offset 1; DINO's
+  ``cosine_scheduler``: 0).
+
+  Args:
+    optim: ``config.optim`` (see `create_optimizer`).
+    total_steps: the run's optimiser steps (int >= 1).
+
+  Returns:
+    a schedule: int update count -> weight decay (float).
+
+  Raises:
+    ValueError: total_steps < 1.
+  """
+  if not total_steps or total_steps < 1:
+    raise ValueError("a cosine weight-decay schedule needs the run's "
+                     "total_steps")
+  return _offset(cosine_schedule(
+      optim.weight_decay, optim.final_weight_decay,
+      max(schedule_steps(optim, total_steps), 1)), optim)
 
 
 def _decay_mask(params):
@@ -314,15 +411,20 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     whole gradient to that global L2 norm (``optax.clip_by_global_norm``),
     "per_tensor" each tensor to it (`clip_by_tensor_norm`, DINO's).
   * ``weight_decay_schedule`` "cosine" (AdamW only): the decay follows
-    `cosine_schedule` from ``weight_decay`` to ``final_weight_decay`` over
-    `schedule_steps` (DINO's and I-JEPA's 0.04 -> 0.4); "constant" (the
-    default when the field is absent): ``weight_decay`` throughout.
+    `weight_decay_fn`, `cosine_schedule` from ``weight_decay`` to
+    ``final_weight_decay`` over `schedule_steps` (DINO's and I-JEPA's
+    0.04 -> 0.4); "constant" (the default when the field is absent):
+    ``weight_decay`` throughout.
   * ``freeze_last_layer_epochs`` > 0 (DINO, SwAV): the parameters named
     ``last_layer*`` do not move during that many epochs (`freeze_while`;
     no weight decay either). ``frozen_adam_count`` says what Adam's step
     count does for them meanwhile: "advance" (optax's one count for all
     parameters) or "hold" (AdamW only; PyTorch's per-parameter count, which
     skips a parameter without gradient: `hold_while`).
+  * ``adam_bias_correction`` (AdamW only): "optax" (the default:
+    ``optax.scale_by_adam``, whose 1 − βᵗ is computed in the parameters'
+    float type) or "accurate" (`scale_by_adam_accurate`, PyTorch's AdamW
+    to float32 rounding).
   * ``normalize_last_layer`` (SwAV's prototypes): the 2-D ``last_layer*``
     kernels end every step with unit-norm columns (`unit_columns_after`).
   * ``b2`` (AdamW only; default 0.999, PyTorch's and optax's): Adam's β2,
@@ -334,9 +436,11 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     optim: ``config.optim``: ``name`` ("adamw" | "lars"), ``weight_decay``,
       ``clip_grad_norm`` (float >= 0, 0: no clipping); optionally
       ``clip_mode``, ``weight_decay_schedule``, ``final_weight_decay``,
-      ``schedule_scale``, ``freeze_last_layer_epochs`` (float >= 0),
-      ``frozen_adam_count``, ``normalize_last_layer`` (bool), ``b2``
-      (float in [0, 1)); for "lars" also ``lars.momentum`` (heavy-ball
+      ``schedule_scale``, ``schedule_offset`` (int >= 0: the weight decay
+      of update k is read at k + offset), ``freeze_last_layer_epochs``
+      (float >= 0), ``frozen_adam_count``, ``normalize_last_layer`` (bool),
+      ``b2`` (float in [0, 1)), ``adam_bias_correction``,
+      ``weight_decay_mask``; for "lars" also ``lars.momentum`` (heavy-ball
       momentum in [0, 1)) and ``lars.trust_coefficient`` (η of the
       layer-wise trust ratio, > 0).
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
@@ -353,10 +457,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   Raises:
     ValueError: an unknown ``optim.name``, ``clip_mode``,
       ``weight_decay_schedule``, ``frozen_adam_count`` or
-      ``weight_decay_mask``; ``b2`` outside [0, 1); a cosine weight-decay
-      schedule, a held Adam count or the "all" mask with LARS; a cosine
-      schedule without
-      ``total_steps``.
+      ``weight_decay_mask`` or ``adam_bias_correction``; ``b2`` outside
+      [0, 1); a cosine weight-decay schedule, a held Adam count, the "all"
+      mask or accurate bias corrections with LARS; a cosine weight-decay
+      schedule without ``total_steps``.
   """
   clip_mode = optim.get("clip_mode", "global")
   wd_schedule = optim.get("weight_decay_schedule", "constant")
@@ -365,6 +469,7 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   if not 0.0 <= b2 < 1.0:
     raise ValueError(f"optim.b2 must be in [0, 1), got {b2}")
   mask_mode = optim.get("weight_decay_mask", "kernels")
+  bias = optim.get("adam_bias_correction", "optax")
   for value, allowed, name in ((optim.name, OPTIMIZERS, "optimiser"),
                                (mask_mode, WEIGHT_DECAY_MASKS,
                                 "weight_decay_mask"),
@@ -372,29 +477,35 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                                (wd_schedule, WEIGHT_DECAY_SCHEDULES,
                                 "weight_decay_schedule"),
                                (count_mode, FROZEN_ADAM_COUNTS,
-                                "frozen_adam_count")):
+                                "frozen_adam_count"),
+                               (bias, BIAS_CORRECTIONS,
+                                "adam_bias_correction")):
     if value not in allowed:
       raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
   freeze_steps = int(round(optim.get("freeze_last_layer_epochs", 0.0)
                            * steps_per_epoch))
   hold = freeze_steps > 0 and count_mode == "hold"
   if optim.name == "lars" and (wd_schedule != "constant" or hold
-                               or mask_mode != "kernels"):
+                               or mask_mode != "kernels" or bias != "optax"):
     raise ValueError("optim.weight_decay_schedule='cosine', "
-                     "optim.frozen_adam_count='hold' and "
-                     "optim.weight_decay_mask='all' need optim.name='adamw'")
+                     "optim.frozen_adam_count='hold', "
+                     "optim.weight_decay_mask='all' and "
+                     "optim.adam_bias_correction='accurate' need "
+                     "optim.name='adamw'")
   decay_mask = _decay_mask if mask_mode == "kernels" else _all_mask
   if optim.name == "lars":
     tx = optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
                     weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
                     trust_coefficient=optim.lars.trust_coefficient,
                     momentum=optim.lars.momentum)
-  elif wd_schedule == "constant" and not hold:
+  elif wd_schedule == "constant" and not hold and bias == "optax":
     tx = optax.adamw(learning_rate_fn, b1=_B1, b2=b2, eps=_EPS,
                      weight_decay=optim.weight_decay, mask=decay_mask)
   else:
     # optax.adamw written out: Adam's scaling, decoupled weight decay, lr.
-    adam = lambda: optax.scale_by_adam(b1=_B1, b2=b2, eps=_EPS)
+    scale_by_adam = (scale_by_adam_accurate if bias == "accurate"
+                     else optax.scale_by_adam)
+    adam = lambda: scale_by_adam(b1=_B1, b2=b2, eps=_EPS)
     if hold:
       labels = lambda params: jax.tree.map(
           lambda frozen: "frozen" if frozen else "rest",
@@ -405,14 +516,9 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     else:
       scale = adam()
     if wd_schedule == "cosine":
-      if not total_steps or total_steps < 1:
-        raise ValueError("a cosine weight-decay schedule needs the run's "
-                         "total_steps")
       decay = optax.inject_hyperparams(
           optax.add_decayed_weights, static_args=("mask",))(
-              weight_decay=cosine_schedule(
-                  optim.weight_decay, optim.final_weight_decay,
-                  max(schedule_steps(optim, total_steps), 1)),
+              weight_decay=weight_decay_fn(optim, total_steps),
               mask=decay_mask)
     else:
       decay = optax.add_decayed_weights(optim.weight_decay, decay_mask)

@@ -91,6 +91,26 @@ def test_predictor_rows_are_target_block_major():
                                  atol=1e-6)
 
 
+def test_sincos_table_is_the_official_table_rounded_to_float32():
+  # MAE's and I-JEPA's get_2d_sincos_pos_embed: float64 NumPy (the column
+  # coordinate in the first half), stored as float32. Computed in float32,
+  # entries were up to 1.2e-7 off, which float64 step comparisons see.
+  dim, side = 48, 7
+
+  def one_axis(d, pos):
+    omega = 1.0 / 10000 ** (np.arange(d // 2, dtype=float) / (d / 2.0))
+    out = np.einsum("m,d->md", pos.reshape(-1), omega)
+    return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+  cols, rows = np.meshgrid(np.arange(side, dtype=float),
+                           np.arange(side, dtype=float))
+  want = np.concatenate([one_axis(dim // 2, cols), one_axis(dim // 2, rows)],
+                        axis=1).astype(np.float32)
+  got = np.asarray(models.vit.sincos_pos_embed_2d(dim, (side, side)))
+  assert got.dtype == np.float32
+  np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.slow
 def test_mae_decoder_reads_visible_tokens_by_position_not_order():
   net = models.MAENetwork(_vit(pos_embedding="sincos"),

@@ -292,3 +292,84 @@ def test_weight_decay_mask_errors():
   with pytest.raises(ValueError, match="need optim.name='adamw'"):
     optimizers.create_optimizer(
         _optim(name="lars", weight_decay_mask="all"), 0.1)
+
+
+# ------------------------------------------- I-JEPA's schedulers, Adam bias --
+
+def _ijepa_schedulers(steps, warmup, start_lr, ref_lr, final_lr, wd, final_wd):
+  """I-JEPA's WarmupCosineSchedule and CosineWDSchedule (src/utils/
+  schedulers.py), read as its loop reads them: ``step()`` before update k,
+  so update k gets the value at k + 1."""
+  lrs, wds = [], []
+  for k in range(steps):
+    t = k + 1
+    if t < warmup:
+      lr = start_lr + t / max(1, warmup) * (ref_lr - start_lr)
+    else:
+      progress = (t - warmup) / max(1, steps - warmup)
+      lr = max(final_lr, final_lr + (ref_lr - final_lr) * 0.5
+               * (1 + np.cos(np.pi * progress)))
+    lrs.append(lr)
+    w = final_wd + (wd - final_wd) * 0.5 * (1 + np.cos(np.pi * t / steps))
+    wds.append(min(final_wd, w))
+  return lrs, wds
+
+
+def test_offset_schedules_are_ijepas_schedulers(x64):
+  steps, per_epoch = 20, 5
+  optim = _optim(learning_rate=1e-3 * 256 / 16, warmup_epochs=1.0,
+                 end_lr_factor=1e-3, warmup_start_factor=0.2,
+                 schedule_offset=1, weight_decay=0.04, final_weight_decay=0.4,
+                 weight_decay_schedule="cosine")
+  lr = optimizers.create_learning_rate_fn(optim, 16, per_epoch, steps)
+  wd = optimizers.weight_decay_fn(optim, steps)
+  want_lr, want_wd = _ijepa_schedulers(steps, per_epoch, 2e-4, 1e-3, 1e-6,
+                                       0.04, 0.4)
+  count = lambda k: jnp.asarray(k, jnp.int32)  # the optimiser's count
+  got_lr = [float(lr(count(k))) for k in range(steps)]
+  got_wd = [float(wd(count(k))) for k in range(steps)]
+  np.testing.assert_allclose(got_lr, want_lr, rtol=1e-13)
+  np.testing.assert_allclose(got_wd, want_wd, rtol=1e-13)
+  # Offset 0 from 0 (the defaults) is a schedule one step behind, from 0.
+  plain = optimizers.create_learning_rate_fn(
+      _optim(learning_rate=1e-3 * 256 / 16, warmup_epochs=1.0,
+             end_lr_factor=1e-3), 16, per_epoch, steps)
+  assert float(plain(count(0))) == 0.0
+  assert float(plain(count(1))) == pytest.approx(2e-4)
+
+
+def test_accurate_bias_correction_is_torchs_in_float32():
+  # One AdamW step in float32 on gradients of one size: optax's 1 - 0.999
+  # in float32 is 1.3e-5 off, so its update is ~6e-6 off torch's (float64
+  # corrections); the accurate form is within float32 rounding.
+  rng = np.random.default_rng(3)
+  params = {"w": rng.normal(size=(4, 3)).astype(np.float32)}
+  grads = [{"w": rng.normal(size=(4, 3)).astype(np.float32)}]
+  want = _torch_adamw({k: v.astype(np.float64) for k, v in params.items()},
+                      [{k: v.astype(np.float64) for k, v in g.items()}
+                       for g in grads], 0.1, 0.0, 0, ())["w"]
+  moved = lambda tree: np.abs(tree["w"] - want) / np.abs(want - params["w"])
+  for bias, low, high in (("accurate", 0.0, 1e-6), ("optax", 3e-6, 1e-5)):
+    tx = optimizers.create_optimizer(
+        _optim(learning_rate=0.1, adam_bias_correction=bias), 0.1)
+    got = _run(tx, jax.tree.map(jnp.asarray, params),
+               [jax.tree.map(jnp.asarray, g) for g in grads])
+    assert low <= moved({"w": np.asarray(got["w"], np.float64)}).max() < high
+
+
+def test_accurate_bias_correction_equals_optax_in_float64(x64):
+  rng = np.random.default_rng(4)
+  params = jax.tree.map(jnp.asarray, _params(rng))
+  grads = [jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape)),
+                        params) for _ in range(5)]
+  runs = [_run(optimizers.create_optimizer(
+      _optim(learning_rate=0.1, weight_decay=0.05,
+             adam_bias_correction=bias), 0.1), params, grads)
+          for bias in ("optax", "accurate")]
+  for a, b in zip(*(jax.tree.leaves(r) for r in runs)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-13)
+  with pytest.raises(ValueError, match="need optim.name='adamw'"):
+    optimizers.create_optimizer(
+        _optim(name="lars", adam_bias_correction="accurate"), 0.1)
+  with pytest.raises(ValueError, match="unknown adam_bias_correction"):
+    optimizers.create_optimizer(_optim(adam_bias_correction="exact"), 0.1)

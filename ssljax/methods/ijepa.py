@@ -15,11 +15,14 @@ encoder's ``representation`` (the configs use "avg_tokens", the paper's
 average-pooled tokens). ``train_representation`` (fine-tuning) reads the
 context encoder, the trained weights.
 
-Differences from the official code: the EMA momentum follows BYOL's cosine
-from ``teacher.momentum`` to ``teacher.final_momentum``
-(`ssljax.methods.ema_teacher`); the official schedule is linear between
-the same values. Index arrays are padded to static sizes and the padding
-is kept out of attention and loss (equal numbers, fixed shapes).
+Against the official code: with configs/ijepa.py's options (the linear
+EMA momentum ``teacher.schedule = "linear"``, the cosine weight decay, the
+official learning-rate warm-up start and step offset, PyTorch's Adam bias
+corrections) the whole step equals the official training loop's to
+float64 rounding over 20 steps (``benchmarks/step_parity.py --method
+ijepa``, docs/fidelity.md). Index arrays are padded to static sizes and
+the padding is kept out of attention and loss (equal numbers, fixed
+shapes).
 
 Cost: the official collator cuts every context of a batch to the batch's
 smallest (about 50 of 196 patches at batch 128, ViT-B/16 at 224 px); padded
