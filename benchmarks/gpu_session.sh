@@ -22,7 +22,8 @@
 #
 # Environment: OUT (default /tmp/gpu_session_out), BUDGET (seconds for the
 # benchmark itself, default 460), STEPS / REPEATS / WARMUP (default 10 / 2 /
-# 3), MODELS (default r50_in1k,vitb16_mae).
+# 3), MODELS (default r50_in1k,vitb16_mae), COMMIT (the commit to print;
+# default git rev-parse).
 #
 # Files under $OUT (at most 8, flat): accelerator.md (the table),
 # accelerator.json (every number), profile_summary.txt (top ops of every
@@ -41,7 +42,8 @@ WORK=/tmp/gpu_session_work
 mkdir -p "$OUT" "$WORK"
 exec > >(tee -a "$OUT/gpu_session.log") 2>&1
 start=$(date +%s)
-echo "gpu_session.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+echo "gpu_session.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT"
 
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
