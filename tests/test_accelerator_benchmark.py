@@ -145,6 +145,53 @@ def test_xla_flops_equal_the_formula():
   assert accelerator.xla_flops(lowered) == 2 * 2 * 8 * 8 * 4 * 3 * 3 * 3
 
 
+def test_stablehlo_count_equals_the_formula():
+  """The count of the ssljax rows (`stablehlo_matmul_flops` of the lowered
+  program): a convolution 2·B·H'·W'·C_out·C_in·k², its two gradients
+  (input and kernel, strided or not) as much each, a matrix product 2mkn
+  and its gradients, functions counted once per call."""
+  import jax
+  import jax.numpy as jnp
+  count = lambda f, *a: accelerator.stablehlo_matmul_flops(
+      jax.jit(f).lower(*a).as_text())
+  x, k = jnp.ones((2, 10, 10, 3)), jnp.ones((3, 3, 3, 4))
+  for stride, padding, side in ((2, "VALID", 4), (1, "SAME", 10)):
+    conv = lambda x, k, s=stride, p=padding: jax.lax.conv_general_dilated(
+        x, k, (s, s), p, dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    forward = 2 * 2 * side * side * 4 * 3 * 3 * 3
+    assert count(conv, x, k) == forward
+    # The gradients of a sum need no forward value (it is not lowered).
+    grads = jax.grad(lambda x, k, c=conv: c(x, k).sum(), argnums=(0, 1))
+    assert count(grads, x, k) == 2 * forward
+  a, w = jnp.ones((8, 32)), jnp.ones((32, 16))
+  grads = jax.grad(lambda a, w: jnp.tanh(a @ w).sum(), argnums=(0, 1))
+  assert count(grads, a, w) == 3 * 2 * 8 * 32 * 16
+  inner = jax.jit(lambda a, w: a @ w)
+  assert count(lambda a, w: inner(a, w) + inner(a, w), a, w) == (
+      2 * 2 * 8 * 32 * 16)
+
+
+@pytest.mark.slow
+def test_resnet50_counts_agree_between_the_sides():
+  """ssljax's count of its full ResNet-50 VICReg step and the flop counter
+  of the PyTorch twin's step (one eager step on the CPU, batch 2) give the
+  same FLOPs per image, with views given ready."""
+  torch = pytest.importorskip("torch")
+  from benchmarks import accelerator_torch
+  args = accelerator.parse_args(["--out", "unused", "--batch_per_device",
+                                 "2"])
+  rows = {r["view_mode"]: r for r in accelerator.count_fair_flops(
+      "r50_in1k", args)}
+  twin = accelerator.torch_twin("r50_in1k", args)
+  _, step = accelerator_torch.make_step(twin, torch.device("cpu"))
+  views = [torch.rand(2, 3, 224, 224) for _ in range(2)]
+  torch_flops = accelerator_torch.count_flops(step, *views) / 2
+  assert rows["ready"]["flops_per_image"] == pytest.approx(torch_flops,
+                                                           rel=1e-9)
+  assert 51e9 < torch_flops < 52e9
+  assert rows["gpu"]["flops_per_image"] > rows["ready"]["flops_per_image"]
+
+
 def test_torch_flop_count_equals_the_formula():
   """torch.utils.flop_counter, as the PyTorch rows use it: forward 2·MACs,
   forward + backward of a convolution whose input needs no gradient 2 x."""
