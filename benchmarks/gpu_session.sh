@@ -3,7 +3,8 @@
 #
 # Prepare once, on the development machine, in the repository root:
 #
-#     make gpu-wheels        # grain, array-record, ml-collections, dm-pix into .whl/
+#     make gpu-wheels        # grain, array-record, ml-collections, dm-pix,
+#                            # portpicker (grain imports it) into .whl/
 #
 # then run this script on the GPU machine from the repository root, carrying
 # .whl (the GPU machine reaches no package registry; its own python3 has jax,
