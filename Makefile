@@ -19,7 +19,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup setup-test setup-bench data browser postgres run test test-slow test-bench lock wheel-check
+.PHONY: setup setup-test setup-bench data browser postgres run test test-slow test-bench lock wheel-check gpu-wheels
 
 setup: $(VENV)/.installed
 
@@ -116,8 +116,22 @@ test-slow: setup-test data browser postgres
 # step and evaluation against the PyTorch job of benchmarks/. Elsewhere they
 # skip; here a missing torch, torchvision or lightly fails before pytest, so
 # nothing is skipped silently.
-BENCH_TESTS := tests/test_first_epoch.py tests/test_vs_pytorch.py
+BENCH_TESTS := tests/test_first_epoch.py tests/test_vs_pytorch.py \
+  tests/test_accelerator_benchmark.py
 test-bench: setup-bench data
 	@$(COMPILE_OWN)
 	$(VENV)/bin/python -c 'import torch, torchvision, lightly'
 	$(VENV)/bin/python -m pytest -q -rs $(BENCH_TESTS)
+
+# The wheels a lent GPU machine needs for benchmarks/gpu_session.sh (it reaches
+# no registry; its python3 3.12 has jax, flax, optax, torch): the `train`
+# extra's packages it lacks, at uv.lock's versions, for CPython 3.12 x86-64,
+# into .whl/ (ignored), which the device call carries.
+GPU_WHEELS := grain==0.2.18 array-record==0.8.6 ml-collections==1.1.0 dm-pix==0.4.5 \
+  portpicker==1.6.0
+gpu-wheels:
+	$(PYTHON) -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux_2_28_x86_64 \
+	  --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
+	  $(GPU_WHEELS)

@@ -3,8 +3,12 @@
     python benchmarks/accelerator.py --out DIR            # full sizes
     python benchmarks/accelerator.py --out DIR --smoke    # toy sizes (CPU)
     python benchmarks/accelerator.py --out DIR --models r50_in1k --steps 50
+    python benchmarks/accelerator.py --out DIR --parts fair --models r50_in1k \\
+        --profile DIR/profile                # same work as PyTorch, traced
 
-Measures, on whatever devices JAX sees (the batch is split over all of
+Two parts (``--parts``, default both).
+
+**recipe**: on whatever devices JAX sees (the batch is split over all of
 them, parameters replicated: the main job's mesh), for each model of
 ``--models`` (default: every case of CASES but the Fashion-MNIST ones):
 
@@ -39,21 +43,57 @@ them, parameters replicated: the main job's mesh), for each model of
   JSON also holds XLA's own estimate of the step's buffers
   (``compiled.memory_analysis()``: arguments + outputs + temporaries −
   aliased), which every backend gives.
-* with ``torch`` and CUDA importable (and torchvision), the ResNet-50
-  two-view step in PyTorch on the same GPU (channels_last, autocast
-  bfloat16, torchvision's ResNet-50, the recipe's 8192-8192-8192 projector
-  and VICReg loss, SGD with momentum: torch has no LARS; views given
-  ready, no augmentation on the device; ``--torch_compile`` adds
-  torch.compile), and the ratio of the JAX step's img/s to it.
+
+**fair** (the same work on both sides), for the models of FAIR_TWINS in
+``--models`` (r50_in1k; vitb16_mae, whose PyTorch twin is not built yet):
+
+* **peak**: the device's bf16 matrix rate measured in the same run: a
+  ``--peak_size``³ (8192) bfloat16 product in jax, median of 3 windows;
+* **ssljax, views given ready**: the recipe's step, unchanged, on a
+  ``{"ready_views": float32 (V, B, S, S, C)}`` batch (the step makes no
+  views) without labels (so no online probe, which the PyTorch step has
+  not);
+* **ssljax, views made on the GPU**: the same step on ``{"images": uint8
+  (B, N, N, C)}`` of ``--source_size`` N = 256: it cuts and augments every
+  view on the device (`ssljax.data.device_views`);
+* **PyTorch** (benchmarks/accelerator_torch.py, its own process, the
+  Python of ``--torch_python``), in each of ``--torch_modes`` (default
+  torch.compile, then eager; ``--smoke``: eager), on the same two inputs:
+  torchvision's ResNet-50 with the recipe's projector, VICReg loss and
+  LARS (optax.lars's order), channels_last and bf16 autocast; its views
+  made on the GPU by the same crop and colour operations as
+  `ssljax.data.device_views` for the recipe's view spec, per-sample random
+  parameters (that module's docstring says how). ``--smoke`` shrinks it to
+  one bottleneck block per stage at a quarter width;
+* each row: img/s, step ms, **FLOPs per image**, the standard count
+  (matrix products and convolutions, 2 per multiply-add, forward and
+  backward; the view ops' products too): ssljax's from the lowered step
+  (``stablehlo_matmul_flops``; XLA's own cost analysis is in the JSON only:
+  ``xla_flops`` says why), PyTorch's by ``torch.utils.flop_counter`` of one
+  eager step. On ResNet-50's step the two counts agree (51.19 GFLOP per
+  image with views given); ``--flops_only`` prints the count alone. Then
+  achieved
+  TFLOP/s and **MFU** = FLOPs per image × img/s ÷ devices ÷ the measured
+  peak; compile s (ssljax) or first-call s (PyTorch: torch.compile's
+  compilation); peak device memory (ssljax: the process's running maximum,
+  ready row first; PyTorch: per row). Then the ratio ssljax / PyTorch per
+  device for each view mode and torch mode.
+* ``--profile DIR``: after each row's timing, a trace of
+  ``--profile_steps`` more steps (``jax.profiler.trace`` with a perfetto
+  trace; ``torch.profiler`` with its Chrome trace), each row's top
+  ``--profile_top`` ops by device time as text (DIR/*_top.txt) and all of
+  them in DIR/profile_summary.txt, readable on a machine without a GPU.
 
 Each model: ``--warmup`` steps, then ``--steps`` timed steps (median over
 ``--repeats`` windows of ``--steps`` steps for the device-resident step),
-then the end-to-end loop: ``--warmup`` + ``prefetch`` steps to drain the
-pipeline's read-ahead, then ``--steps`` timed steps.
+then (recipe part) the end-to-end loop: ``--warmup`` + ``prefetch`` steps
+to drain the pipeline's read-ahead, then ``--steps`` timed steps.
 
-Writes ``DIR/accelerator.json`` (machine, devices, jax version, one row
-per model, the PyTorch row) and ``DIR/accelerator.md`` (the table).
-Speed depends on the machine and its load: compare numbers of one run.
+Writes ``DIR/accelerator.json`` (machine, devices, jax version, one row per
+model, the same-work rows and peak) and ``DIR/accelerator.md`` (the
+tables). Speed depends on the machine and its load: compare numbers of one
+run. ``benchmarks/gpu_session.sh`` runs the same-work part on a lent GPU in
+one call.
 """
 
 import argparse
@@ -64,6 +104,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -371,92 +412,398 @@ def run_model(name: str, args) -> dict:
   }
 
 
-# ----------------------------------------------------------------- torch --
-def run_torch(args) -> dict:
-  """The ResNet-50 two-view VICReg step in PyTorch (a row), or
-  {"skipped": reason}: on the GPU (``--torch_device cuda``, the default)
-  or, to check this code without one, on the CPU."""
+# -------------------------------------------------------------- same work --
+# Models with same-work rows (--parts fair), and the PyTorch twin of each
+# (benchmarks/accelerator_torch.py; None: no twin built yet).
+FAIR_TWINS = {"r50_in1k": "resnet50_vicreg", "vitb16_mae": None,
+              "vitt4_mae_fmnist": None}
+SOURCE_SIZES = {"smoke": 80, "full": 256}  # side of the uint8 source images
+PEAK_SIZES = {"smoke": 256, "full": 8192}  # n of the n x n x n bf16 matmul
+
+
+def xla_flops(stage) -> float:
+  """FLOPs of one call of a jax program by XLA's cost analysis
+  (``stage.cost_analysis()["flops"]``: 2 per multiply-add of matrix
+  products and convolutions, 1 per element of elementwise ops; one device's
+  program); NaN when the backend gives none.
+
+  ``stage`` is a ``jax.stages.Lowered`` (the program before XLA's passes:
+  every convolution and matrix product is still an HLO op, the count the
+  MFU column uses) or a ``Compiled``: after the GPU passes, convolutions
+  and most matrix products are cuDNN/cuBLAS custom calls that the count
+  leaves out (ResNet-50's step: 0.82 GFLOP per image compiled on an H200,
+  against about 51 by the standard count), so the compiled count is kept
+  in the JSON only.
+  """
+  try:
+    cost = stage.cost_analysis()
+  except Exception:  # pylint: disable=broad-except  # backend without it
+    return float("nan")
+  if isinstance(cost, (list, tuple)):  # older jax: one dict per program
+    cost = cost[0] if cost else {}
+  return float((cost or {}).get("flops", float("nan")))
+
+
+_SYMBOL = r"@(\"[^\"]+\"|[\w$.-]+)"  # MLIR symbol, bare or quoted
+_FUNC = re.compile(r"func\.func (?:public |private )?" + _SYMBOL + r"\(")
+_CALL = re.compile(r"call " + _SYMBOL + r"\(")
+_OPERANDS = re.compile(r": \((tensor<[^>]*>), (tensor<[^>]*>)\) -> "
+                       r"(tensor<[^>]*>)")
+
+
+def _dims(tensor_type: str) -> list:
+  """[d0, d1, ...] of an MLIR ``tensor<d0xd1x...xdtype>``."""
+  return [int(d) for d in tensor_type[len("tensor<"):-1].split("x")[:-1]]
+
+
+def _op_flops(line: str) -> float:
+  """2 x multiply-adds of one StableHLO dot_general or convolution line."""
+  m = _OPERANDS.search(line)
+  if not m:
+    raise ValueError(f"no operand types in {line.strip()[:200]!r}")
+  lhs, rhs, out = (_dims(t) for t in m.groups())
+  if "stablehlo.dot_general" in line:
+    contracting = re.search(r"contracting_dims = \[([\d, ]*)\] x", line)
+    dims = [int(d) for d in contracting.group(1).split(",") if d.strip()]
+    return 2.0 * math.prod(out) * math.prod(lhs[d] for d in dims)
+  layout = [x.strip() for x in re.search(
+      r"\]x\[([^\]]*)\]->", line).group(1).split(",")]
+  dilate = re.search(r"lhs_dilate = \[([\d, ]*)\]", line)
+  if dilate and any(int(d) > 1 for d in dilate.group(1).split(",")):
+    # The input gradient of a strided convolution (zeros between the
+    # input's pixels): each real input element meets each tap once, the
+    # forward convolution's cost (torch.utils.flop_counter's rule).
+    return 2.0 * math.prod(lhs) * math.prod(rhs) / rhs[layout.index("i")]
+  return 2.0 * math.prod(out) * math.prod(rhs) / rhs[layout.index("o")]
+
+
+def stablehlo_matmul_flops(text: str) -> float:
+  """FLOPs of the matrix products and convolutions of a lowered jax program
+  (``lowered.as_text()``, StableHLO): 2 per multiply-add, each function's
+  ops counted once per call from ``main`` (the standard count, as
+  ``torch.utils.flop_counter``'s: elementwise ops, reductions and data
+  movement are not counted). A convolution costs 2 · |output| · |kernel|
+  ÷ kernel output features (2 · |input| · |kernel| ÷ kernel input
+  features when its input is dilated: a strided convolution's input
+  gradient); a dot_general 2 · |output| · the product of the contracted
+  sides. Loop bodies (``stablehlo.while``) count once. On ResNet-50's
+  VICReg step this gives torch.utils.flop_counter's count of the same
+  network to the FLOP.
+
+  Raises:
+    ValueError: a dot_general or convolution line without its types.
+  """
+  funcs, current = {}, None
+  for line in text.splitlines():
+    m = _FUNC.search(line)
+    if m:
+      current = funcs.setdefault(m.group(1), {"flops": 0.0, "calls": []})
+      continue
+    if current is None:
+      continue
+    current["calls"] += _CALL.findall(line)
+    if "stablehlo.dot_general" in line or "stablehlo.convolution" in line:
+      current["flops"] += _op_flops(line)
+  memo = {}
+
+  def total(name):
+    if name not in memo:
+      f = funcs.get(name, {"flops": 0.0, "calls": []})
+      memo[name] = f["flops"] + sum(total(c) for c in f["calls"])
+    return memo[name]
+
+  return total("main")
+
+
+def mfu(flops_per_image: float, images_per_s: float, devices: int,
+        peak_flop_per_s: float) -> float:
+  """Model FLOPs utilisation: achieved model FLOP/s per device over the
+  measured peak, ``flops_per_image * images_per_s / devices / peak``."""
+  return flops_per_image * images_per_s / devices / peak_flop_per_s
+
+
+def run_peak(args) -> dict:
+  """The device's bf16 matrix peak as measured here: an n x n x n bfloat16
+  product (float32 accumulation) in jax, 3 warm-up calls, then the median
+  of 3 windows of ``reps`` calls; 2 n^3 FLOPs per call."""
+  import jax
+  import jax.numpy as jnp
+  n = args.peak_size
+  reps = 3 if args.smoke else 20
+  ka, kb = jax.random.split(jax.random.key(0))
+  a = jax.random.normal(ka, (n, n), jnp.bfloat16)
+  b = jax.random.normal(kb, (n, n), jnp.bfloat16)
+  f = jax.jit(lambda a, b: a @ b)
+  for _ in range(3):
+    out = f(a, b)
+  out.block_until_ready()
+  windows = []
+  for _ in range(3):
+    start = time.perf_counter()
+    for _ in range(reps):
+      out = f(a, b)
+    out.block_until_ready()
+    windows.append((time.perf_counter() - start) / reps)
+  seconds = statistics.median(windows)
+  return {"size": n, "dtype": "bfloat16", "reps": reps,
+          "windows_s": windows, "flop_per_s": 2 * n**3 / seconds,
+          "device_kind": jax.devices()[0].device_kind,
+          "backend": jax.default_backend()}
+
+
+def source_side(case: Case, args) -> int:
+  """Side of the uint8 images the "views made on the GPU" rows crop: the
+  dataset's own for in-memory cases (28 F-MNIST, 32 CIFAR), else
+  ``--source_size``."""
+  if case.data == "array":
+    return 28 if case.module in ("ijepa", "mae") else 32
+  return args.source_size
+
+
+def fair_views(spec, source_size: int) -> dict:
+  """The view recipe of the PyTorch twin: sizes, crop ranges, per-view ops
+  (plain JSON of an `ssljax.data.ViewSpec`)."""
+  return {"sizes": list(spec.sizes((source_size, source_size, 3))),
+          "crop_scale": [list(spec.crop_args(v)["crop_scale"])
+                         for v in range(spec.num_views)],
+          "crop_ratio": list(spec.crop_ratio),
+          "crop": spec.crop,
+          "ops": [{k: (list(x) if isinstance(x, tuple) else x)
+                   for k, x in spec.ops[v]} for v in range(spec.num_views)]}
+
+
+def torch_twin(name: str, args) -> dict | None:
+  """The spec of the PyTorch step that does the work of ``name``'s ssljax
+  step (None: no twin): its model, loss, LARS, batch and views."""
+  from ssljax import data
+  kind = FAIR_TWINS.get(name)
+  if kind is None:
+    return None
+  config = model_config(CASES[name], args)
+  spec = data.view_spec(config.views)
+  loss, lars = config.loss, config.optim.lars
+  return {"kind": kind, "model": name,
+          "projector": list(config.model.projector),
+          # --smoke: a one-block-per-stage, quarter-width ResNet-50 (the
+          # recipe's smoke encoder is a narrow ResNet-50 too).
+          "layers": [1, 1, 1, 1] if args.smoke else [3, 4, 6, 3],
+          "width_per_group": 16 if args.smoke else 64,
+          "loss": {"inv": loss.inv_weight, "var": loss.var_weight,
+                   "cov": loss.cov_weight, "eps": loss.eps},
+          "optim": {"lr": config.optim.learning_rate * config.batch_size / 256,
+                    "momentum": lars.momentum,
+                    "weight_decay": config.optim.weight_decay,
+                    "eta": lars.trust_coefficient},
+          "batch": config.batch_size // _device_count(),
+          "source_size": source_side(CASES[name], args),
+          "views": fair_views(spec, source_side(CASES[name], args))}
+
+
+def _device_count() -> int:
+  import jax
+  return jax.device_count()
+
+
+def summarize_jax_trace(log_dir: str, top: int) -> str:
+  """Top-``top`` ops of the newest perfetto trace under ``log_dir``
+  (``jax.profiler.trace(..., create_perfetto_trace=True)``), by total
+  time: the device's ops where the trace has a device ("/device:..."
+  processes), else every complete event. Text, readable without tools."""
+  import glob
+  import gzip
+  paths = sorted(glob.glob(os.path.join(log_dir, "**",
+                                        "perfetto_trace.json.gz"),
+                           recursive=True), key=os.path.getmtime)
+  if not paths:
+    return f"no perfetto trace under {log_dir}\n"
+  with gzip.open(paths[-1], "rt") as f:
+    trace = json.load(f)
+  events = trace.get("traceEvents", trace) if isinstance(trace, dict) \
+      else trace
+  names = {e.get("pid"): e.get("args", {}).get("name", "") for e in events
+           if e.get("ph") == "M" and e.get("name") == "process_name"}
+  device = {pid for pid, n in names.items()
+            if "/device:" in n and "/device:CPU" not in n}
+  totals, counts = {}, {}
+  for e in events:
+    if e.get("ph") != "X" or (device and e.get("pid") not in device):
+      continue
+    if not device and e.get("name", "").startswith("$"):
+      continue  # the Python tracer's frames (host-only traces)
+    key = e.get("name", "?")
+    totals[key] = totals.get(key, 0.0) + float(e.get("dur", 0.0))
+    counts[key] = counts.get(key, 0) + 1
+  whole = sum(totals.values()) or 1.0
+  where = ("device ops (" + ", ".join(sorted(names[p] for p in device)) + ")"
+           if device else "host events, Python frames left out (no device "
+           "process in the trace)")
+  lines = [f"jax.profiler trace {paths[-1]}", f"{where}: {len(totals)} names, "
+           f"{whole / 1e3:.3f} ms in all", "",
+           f"{'total ms':>10} {'%':>6} {'calls':>6}  name"]
+  for key in sorted(totals, key=totals.get, reverse=True)[:top]:
+    lines.append(f"{totals[key] / 1e3:10.3f} {100 * totals[key] / whole:6.2f}"
+                 f" {counts[key]:6d}  {key[:150]}")
+  return "\n".join(lines) + "\n"
+
+
+def run_fair_jax(name: str, args) -> list:
+  """ssljax's train step on the same work as the PyTorch twin: two rows.
+
+  The recipe's jitted step (`ssljax.train.sharded_train_step`, unchanged)
+  on a batch without labels (so no online probe, which PyTorch's step has
+  not): "ready", ``{"ready_views": float32 (V, B, S, S, C)}`` (views given,
+  the step makes none); "gpu", ``{"images": uint8 (B, N, N, C)}`` of
+  ``--source_size`` N (the step crops and augments every view on the
+  device, `ssljax.data.device_views`). Each: compile, XLA's FLOPs, warm-up,
+  median of windows; with ``--profile`` a jax.profiler trace of a few steps.
+  """
+  import jax
+  import numpy as np
+  from ssljax import (compilation_cache, config_validation, data, inputs,
+                      methods, optimizers, train, train_state)
+  compilation_cache.use_threefry_gpu_kernel()
+  if args.compilation_cache:
+    compilation_cache.enable(args.compilation_cache)
+  case = CASES[name]
+  config = model_config(case, args)
+  config_validation.validate(config)
+  spec = data.view_spec(config.views)
+  mesh = train.make_mesh()
+  steps_per_epoch, total_steps = 100, 10000  # schedules: no effect on speed
+  channels = config.dataset.channels
+  side = source_side(case, args)
+  source = (side, side, channels)
+  shapes = train.batch_spec(config, source, spec=spec)
+  method = methods.build(config)
+  lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
+                                             steps_per_epoch, total_steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch,
+                                   total_steps)
+  from jax.sharding import NamedSharding, PartitionSpec as P
+  state = jax.device_put(train_state.create_train_state(
+      method, tx, jax.random.key(config.seed), shapes),
+      NamedSharding(mesh, P()))
+  step_fn = train.sharded_train_step(config, mesh, total_steps=total_steps,
+                                     steps_per_epoch=steps_per_epoch,
+                                     spec=spec)
+  b = config.batch_size
+  rng = np.random.default_rng(0)
+  sizes = spec.sizes(source)
+  if len(set(sizes)) != 1:
+    raise ValueError(f"{name}: ready views of several sizes {sizes}")
+  host = {"ready": {"ready_views": rng.random(
+              (len(sizes), b, sizes[0], sizes[0], channels), np.float32)},
+          "gpu": {"images": rng.integers(0, 256, (b, *source), np.uint8)}}
+  rows = []
+  for view_mode, host_batch in host.items():
+    batch = inputs.to_device_batch(host_batch, mesh)
+    start = time.perf_counter()
+    lowered = step_fn.lower(state, batch)
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - start
+    flops = stablehlo_matmul_flops(lowered.as_text())
+    for _ in range(args.warmup):
+      state, metrics = compiled(state, batch)
+    jax.block_until_ready(state)
+    windows = []
+    for _ in range(args.repeats):
+      start = time.perf_counter()
+      for _ in range(args.steps):
+        state, metrics = compiled(state, batch)
+      jax.block_until_ready(metrics)
+      windows.append((time.perf_counter() - start) / args.steps)
+    step_s = float(np.median(windows))
+    finite = all(math.isfinite(float(v)) for v in jax.device_get(
+        metrics).values() if np.ndim(v) == 0)
+    row = {"side": "ssljax", "model": name, "title": case.title,
+           "view_mode": view_mode, "torch_mode": None,
+           "views": describe_views(spec), "dtype": config.model.dtype,
+           "batch": b, "devices": jax.device_count(),
+           "source": f"{side}×{side}" if view_mode == "gpu" else None,
+           "step_s": step_s, "step_windows_s": windows,
+           "images_per_s": b / step_s, "compile_s": compile_s,
+           # The lowered program is the whole batch's (before partitioning).
+           "flops_per_image": flops / b,
+           "flops_count": "matrix products and convolutions of the "
+                          "lowered step (stablehlo_matmul_flops)",
+           # XLA's own counts, for reference (module docstring):
+           "xla_flops_per_image_lowered": xla_flops(lowered) / b,
+           # the compiled program is one device's: B / devices images
+           "xla_flops_per_image_compiled": xla_flops(compiled)
+                                           * jax.device_count() / b,
+           "loss_finite": finite,
+           "peak_device_bytes": _peak_device_bytes(),
+           "jax": jax.__version__}
+    if args.profile:
+      trace_dir = os.path.join(args.profile, f"ssljax_{name}_{view_mode}")
+      with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+        for _ in range(args.profile_steps):
+          state, metrics = compiled(state, batch)
+        jax.block_until_ready(metrics)
+      text = (f"ssljax {name}, {view_mode} views, {args.profile_steps} "
+              f"steps\n" + summarize_jax_trace(trace_dir, args.profile_top))
+      row["profile"] = trace_dir + "_top.txt"
+      with open(row["profile"], "w") as f:
+        f.write(text)
+    rows.append(row)
+    del batch
+  return rows
+
+
+def count_fair_flops(name: str, args) -> list:
+  """FLOPs per image of ``name``'s step in both view modes, lowered only
+  (no parameters made, nothing compiled or run): the standard count
+  (`stablehlo_matmul_flops`) that the same-work rows use, on any machine."""
+  import jax
+  import jax.numpy as jnp
+  from ssljax import data, methods, optimizers, train, train_state
+  case = CASES[name]
+  config = model_config(case, args)
+  spec = data.view_spec(config.views)
+  mesh = train.make_mesh()
+  side = source_side(case, args)
+  source = (side, side, config.dataset.channels)
+  method = methods.build(config)
+  lr_fn = optimizers.create_learning_rate_fn(config.optim, config.batch_size,
+                                             100, 10000)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, 100, 10000)
+  shapes = train.batch_spec(config, source, spec=spec)
+  state = jax.eval_shape(lambda: train_state.create_train_state(
+      method, tx, jax.random.key(0), shapes))
+  step_fn = train.sharded_train_step(config, mesh, total_steps=10000,
+                                     steps_per_epoch=100, spec=spec)
+  b, sizes = config.batch_size, spec.sizes(source)
+  batches = {"ready": {"ready_views": jax.ShapeDtypeStruct(
+                 (len(sizes), b, sizes[0], sizes[0], source[2]), jnp.float32)},
+             "gpu": {"images": jax.ShapeDtypeStruct((b, *source), jnp.uint8)}}
+  return [{"model": name, "view_mode": mode, "batch": b,
+           "flops_per_image": stablehlo_matmul_flops(
+               step_fn.lower(state, batch).as_text()) / b}
+          for mode, batch in batches.items()]
+
+
+def run_fair_torch(name: str, mode: str, args) -> list:
+  """The PyTorch twin's rows (benchmarks/accelerator_torch.py), or one
+  {"skipped": reason} row; runs in the Python of ``--torch_python``."""
+  base = {"side": "pytorch", "model": name, "torch_mode": mode}
+  twin = json.loads(args.twin) if args.twin else None
+  if twin is None:
+    return [dict(base, skipped="no PyTorch twin of this recipe yet")]
   try:
     import torch
-    import torchvision
+    from benchmarks import accelerator_torch
   except ImportError as e:
-    return {"skipped": f"torch/torchvision not importable ({e})"}
+    return [dict(base, skipped=f"torch/torchvision not importable ({e})")]
   if args.torch_device == "cuda" and not torch.cuda.is_available():
-    return {"skipped": f"torch {torch.__version__} sees no CUDA device"}
-  from torch import nn
-  torch.manual_seed(0)
-  dev = torch.device(args.torch_device)
-  cuda = dev.type == "cuda"
-  if cuda:
-    torch.backends.cudnn.benchmark = True
-  sync = torch.cuda.synchronize if cuda else (lambda: None)
-  b = args.batch_per_device or (SMOKE_SIZES["batch_per_device"] if args.smoke
-                                else CASES["r50_in1k"].batch_per_device)
-  size = 64 if args.smoke else 224
-  width = 64 if args.smoke else 8192  # the recipe's projector (smoke: tiny)
-  net = torchvision.models.resnet50()
-  net.fc = nn.Identity()
-  layers, features = [], 2048
-  for _ in range(2):
-    layers += [nn.Linear(features, width, bias=False), nn.BatchNorm1d(width),
-               nn.ReLU(inplace=True)]
-    features = width
-  model = nn.Sequential(net, *layers, nn.Linear(features, width))
-  model = model.to(dev, memory_format=torch.channels_last)
-  opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
-                        weight_decay=1e-6)
-
-  def vicreg(z1, z2):  # facebookresearch/vicreg's VICReg.forward (25, 25, 1)
-    z1, z2 = z1.float(), z2.float()
-    n, k = z1.shape
-    inv = nn.functional.mse_loss(z1, z2)
-    z1, z2 = z1 - z1.mean(0), z2 - z2.mean(0)
-    std = lambda z: torch.sqrt(z.var(0) + 1e-4)
-    var = (torch.relu(1 - std(z1)).mean() + torch.relu(1 - std(z2)).mean()) / 2
-    off = lambda c: (c.pow(2).sum() - c.diagonal().pow(2).sum()) / k
-    cov = off(z1.T @ z1 / (n - 1)) + off(z2.T @ z2 / (n - 1))
-    return 25 * inv + 25 * var + cov
-
-  def step(x1, x2):
-    with torch.autocast(dev.type, dtype=torch.bfloat16):
-      loss = vicreg(model(x1), model(x2))  # BatchNorm per view
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss.detach()
-
-  fn = torch.compile(step) if args.torch_compile else step
-  x1, x2 = (torch.randn(b, 3, size, size, device=dev).contiguous(
-      memory_format=torch.channels_last) for _ in range(2))
-  if cuda:
-    torch.cuda.reset_peak_memory_stats()
-  start = time.perf_counter()
-  loss = fn(x1, x2)
-  sync()
-  first_s = time.perf_counter() - start
-  for _ in range(args.warmup):
-    loss = fn(x1, x2)
-  sync()
-  windows = []
-  for _ in range(args.repeats):
-    start = time.perf_counter()
-    for _ in range(args.steps):
-      loss = fn(x1, x2)
-    sync()
-    windows.append((time.perf_counter() - start) / args.steps)
-  step_s = statistics.median(windows)  # as the JAX rows (np.median)
-  return {"model": "torch_r50", "title": "PyTorch ResNet-50 VICReg",
-          "views": f"2×{size}", "num_views": 2, "dtype": "bfloat16 autocast",
-          "batch": b, "devices": 1, "torch": torch.__version__,
-          "torchvision": torchvision.__version__,
-          "torch_compile": bool(args.torch_compile),
-          "device": (torch.cuda.get_device_name(0) if cuda
-                     else f"{dev} ({os.cpu_count()} CPUs)"),
-          "step_s": step_s, "step_windows_s": windows,
-          "step_images_per_s": b / step_s, "step_views_per_s": 2 * b / step_s,
-          "first_step_s": first_s, "loss_finite": math.isfinite(loss.item()),
-          "peak_device_bytes": (int(torch.cuda.max_memory_allocated()) if cuda
-                                else None)}
+    return [dict(base, skipped=f"torch {torch.__version__} sees no CUDA")]
+  if args.profile:
+    os.makedirs(args.profile, exist_ok=True)
+  rows = accelerator_torch.run(
+      twin, device=args.torch_device, mode=mode, warmup=args.warmup,
+      steps=args.steps, repeats=args.repeats, profile_dir=args.profile,
+      profile_steps=args.profile_steps, profile_top=args.profile_top)
+  title = CASES[name].title
+  return [dict(base, title=title, **r) for r in rows]
 
 
 # ------------------------------------------------------------------ table --
@@ -481,18 +828,84 @@ def _host_input(row: dict) -> str:
   return f"{threads} thread{'s' * (threads != 1)}"
 
 
-def _torch_loss_note(t: dict) -> str:
-  """Says so when the PyTorch step's loss ended non-finite (its SGD at lr
-  0.1 on random views can diverge; a step costs the same either way)."""
-  if t.get("loss_finite", True):
-    return ""
-  return ", loss non-finite after the timed steps"
-
-
 def _compile_cell(row: dict) -> str:
   """Compile seconds; "(cache hit)" when the persistent cache served it."""
   cell = _fmt(row["compile_s"], 1)
   return cell + " (cache hit)" if row.get("compile_cache") == "hit" else cell
+
+
+def _fair_label(r: dict) -> str:
+  side = ("ssljax" if r["side"] == "ssljax" else
+          f"PyTorch {'torch.compile' if r['torch_mode'] == 'compile' else 'eager'}")
+  return side
+
+
+VIEW_MODES = {"ready": "views given ready", "gpu": "views made on the GPU"}
+
+
+def fair_markdown(result: dict) -> list:
+  """The same-work table's lines (empty without --parts fair)."""
+  fair = result.get("fair")
+  if not fair:
+    return []
+  if "flops_only" in fair:
+    return [""] + [f"FLOPs per image (matrix products and convolutions), "
+                   f"{r['model']}, {VIEW_MODES[r['view_mode']]}, batch "
+                   f"{r['batch']}: {r['flops_per_image'] / 1e9:.4f} GFLOP."
+                   for r in fair["flops_only"]]
+  peak = fair.get("peak") or {}
+  lines = [""]
+  if "flop_per_s" in peak:
+    lines.append(f"Same work on both sides. Measured bf16 matrix peak: "
+                 f"{peak['size']}×{peak['size']}×{peak['size']} bfloat16 "
+                 f"product in jax, {_fmt(peak['flop_per_s'] / 1e12, 1)} "
+                 f"TFLOP/s ({peak['device_kind']}). MFU = FLOPs per image × "
+                 f"img/s ÷ devices ÷ that peak; each row counts its own "
+                 f"FLOPs, matrix products and convolutions only (ssljax: "
+                 f"counted in the lowered step; PyTorch: "
+                 f"torch.utils.flop_counter of one eager step).")
+  else:
+    lines.append(f"Same work on both sides; peak not measured "
+                 f"({peak.get('error', 'not run')}): no MFU.")
+  lines += ["", "| model | side | views | batch | img/s | step ms | "
+            "GFLOP/img | TFLOP/s | MFU % | compile or first step s | "
+            "peak device memory |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+  for r in fair["rows"]:
+    title = r.get("title", r["model"])
+    if "skipped" in r or "error" in r:
+      why = r.get("skipped") or "failed: " + " ".join(r["error"].split())[
+          -160:].replace("|", "/")
+      lines.append(f"| {title} | {_fair_label(r)} | {why} |" + " |" * 8)
+      continue
+    achieved = r["flops_per_image"] * r["images_per_s"] / r["devices"]
+    startup = r.get("compile_s", r.get("first_step_s"))
+    lines.append(
+        f"| {title} | {_fair_label(r)} | {VIEW_MODES[r['view_mode']]} | "
+        f"{r['batch']} | {_fmt(r['images_per_s'], 1)} | "
+        f"{_fmt(1e3 * r['step_s'], 1)} | "
+        f"{_fmt(r['flops_per_image'] / 1e9, 2)} | "
+        f"{_fmt(achieved / 1e12, 2)} | "
+        f"{_fmt(100 * r['mfu'], 1) if r.get('mfu') is not None else 'n/a'} | "
+        f"{_fmt(startup, 1)} | {_gib(r.get('peak_device_bytes'))} |")
+  ratios = fair_ratios(fair["rows"])
+  for (model, view_mode, mode), value in ratios.items():
+    lines.append(f"ssljax / PyTorch {mode} img/s per device, {model}, "
+                 f"{VIEW_MODES[view_mode]}: {value:.2f}.")
+  return lines
+
+
+def fair_ratios(rows: list) -> dict:
+  """{(model, view mode, torch mode): ssljax img/s per device ÷ PyTorch's}
+  for every pair of measured rows."""
+  out = {}
+  ok = [r for r in rows if "skipped" not in r and "error" not in r]
+  for j in (r for r in ok if r["side"] == "ssljax"):
+    for t in (r for r in ok if r["side"] == "pytorch"):
+      if (t["model"], t["view_mode"]) == (j["model"], j["view_mode"]):
+        out[(j["model"], j["view_mode"], t["torch_mode"])] = (
+            j["images_per_s"] / j["devices"] / t["images_per_s"])
+  return out
 
 
 def markdown(result: dict) -> str:
@@ -504,11 +917,12 @@ def markdown(result: dict) -> str:
            f"{'--smoke sizes' if result['smoke'] else 'full sizes'}"
            f"{'' if result.get('complete', True) else ' (run incomplete)'}; load "
            f"average {result['load_average_before'][0]:.1f} before, "
-           f"{result['load_average_after'][0]:.1f} after.", "",
-           "| model | views | dtype | batch | devices | host input | "
-           "step img/s | end-to-end img/s | stall % | compile s | "
-           "peak device memory | XLA step buffers |",
-           "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+           f"{result['load_average_after'][0]:.1f} after."]
+  if result["rows"]:
+    lines += ["", "| model | views | dtype | batch | devices | host input | "
+              "step img/s | end-to-end img/s | stall % | compile s | "
+              "peak device memory | XLA step buffers |",
+              "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
   for r in result["rows"]:
     if "error" in r:
       lines.append(f"| {r['model']} | failed: {r['error'][:120]} |"
@@ -528,21 +942,7 @@ def markdown(result: dict) -> str:
         f"{_fmt(r['e2e_images_per_s'], 1)} | "
         f"{_fmt(100 * r['stall_fraction'], 1)} | {_compile_cell(r)} | "
         f"{_gib(r['peak_device_bytes'])} | {_gib(r['xla_step_bytes'])} |")
-  t = result["torch"]
-  if "skipped" in t:
-    lines += ["", f"PyTorch ResNet-50 step: not measured ({t['skipped']})."]
-  else:
-    lines += ["", f"PyTorch ResNet-50 two-view step ({t['device']}, torch "
-              f"{t['torch']}, channels_last, bf16 autocast, torch.compile "
-              f"{'on' if t['torch_compile'] else 'off'}): batch {t['batch']}, "
-              f"{_fmt(t['step_images_per_s'], 1)} img/s, peak "
-              f"{_gib(t['peak_device_bytes'])}{_torch_loss_note(t)}."]
-    jax_row = next((r for r in result["rows"] if r["model"] == "r50_in1k"
-                    and "error" not in r), None)
-    if jax_row and jax_row["batch"] == t["batch"] * jax_row["devices"]:
-      per_device = jax_row["step_images_per_s"] / jax_row["devices"]
-      lines.append(f"JAX / PyTorch step img/s: "
-                   f"{per_device / t['step_images_per_s']:.2f} (per device).")
+  lines += fair_markdown(result)
   return "\n".join(lines) + "\n"
 
 
@@ -600,10 +1000,36 @@ def parse_args(argv=None):
   parser.add_argument("--num_images", type=int, default=None)
   parser.add_argument("--data_dir", default=tempfile.gettempdir(),
                       help="where the generated JPEG folder is kept")
+  parser.add_argument("--parts", default="recipe,fair",
+                      help="comma list of: recipe (each recipe's step on its "
+                      "host pipeline, end to end), fair (the same-work rows: "
+                      f"models {list(FAIR_TWINS)} on ready views and on views "
+                      "made on the GPU, against PyTorch, with MFU)")
   parser.add_argument("--torch", choices=("auto", "off"), default="auto")
-  parser.add_argument("--torch_compile", action="store_true")
+  parser.add_argument("--torch_modes", default=None,
+                      help="comma list of compile (torch.compile), eager; "
+                      "default compile,eager (--smoke: eager)")
+  parser.add_argument("--torch_compile", action="store_true",
+                      help=argparse.SUPPRESS)  # old flag: now the default
   parser.add_argument("--torch_device", default="cuda",
                       help="cuda; cpu only to check the PyTorch code")
+  parser.add_argument("--source_size", type=int, default=None,
+                      help="side of the uint8 images that the 'views made on "
+                      "the GPU' rows crop (default 256; --smoke 80)")
+  parser.add_argument("--peak_size", type=int, default=None,
+                      help="n of the n×n×n bf16 product that measures the "
+                      "peak (default 8192; --smoke 256)")
+  parser.add_argument("--profile", default=None, metavar="DIR",
+                      help="also trace --profile_steps steps of every "
+                      "same-work row (jax.profiler / torch.profiler) into DIR "
+                      "and write each row's top ops as text, and "
+                      "DIR/profile_summary.txt with all of them")
+  parser.add_argument("--flops_only", action="store_true",
+                      help="--parts fair: only count each model's FLOPs per "
+                      "image in both view modes (lowered, not compiled: "
+                      "seconds on a CPU)")
+  parser.add_argument("--profile_steps", type=int, default=3)
+  parser.add_argument("--profile_top", type=int, default=25)
   parser.add_argument("--torch_python", default=sys.executable,
                       help="the Python whose torch runs the PyTorch step")
   parser.add_argument("--isolate", choices=("auto", "yes", "no"),
@@ -625,12 +1051,29 @@ def parse_args(argv=None):
                       "program's lines and matrix products (no timings, "
                       "no table)")
   parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+  parser.add_argument("--twin", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
   for key in ("warmup", "steps", "repeats", "image_size", "image_jitter",
               "num_images"):
     if getattr(args, key) is None:
       setattr(args, key, sizes[key])
+  kind = "smoke" if args.smoke else "full"
+  if args.source_size is None:
+    args.source_size = SOURCE_SIZES[kind]
+  if args.peak_size is None:
+    args.peak_size = PEAK_SIZES[kind]
+  args.parts = args.parts.split(",")
+  if args.compile_only:  # compile figures are the recipe rows' alone
+    args.parts = ["recipe"]
+  if set(args.parts) - {"recipe", "fair"}:
+    parser.error(f"--parts: expected recipe and/or fair, got {args.parts}")
+  modes = args.torch_modes or ("eager" if args.smoke else "compile,eager")
+  args.torch_modes = modes.split(",")
+  if set(args.torch_modes) - {"compile", "eager"}:
+    parser.error(f"--torch_modes: expected compile and/or eager, got {modes}")
+  if args.profile:
+    args.profile = os.path.abspath(args.profile)
   args.in_process = (args.isolate == "no"
                      or (args.isolate == "auto" and args.smoke))
   args.models = (args.models.split(",") if args.models else DEFAULT_MODELS)
@@ -653,36 +1096,61 @@ def child_argv(args, extra: list[str]) -> list[str]:
           "--image_jitter", str(args.image_jitter), "--num_images",
           str(args.num_images), "--data_dir", args.data_dir,
           "--batch_per_device", str(args.batch_per_device),
-          "--torch_device", args.torch_device, *extra,
+          "--torch_device", args.torch_device,
+          "--source_size", str(args.source_size),
+          "--peak_size", str(args.peak_size),
+          "--profile_steps", str(args.profile_steps),
+          "--profile_top", str(args.profile_top),
+          *(("--profile", args.profile) if args.profile else ()), *extra,
           *(("--compilation_cache", args.compilation_cache)
             if args.compilation_cache else ())]
   return argv + (["--smoke"] if args.smoke else []) + (
-      ["--torch_compile"] if args.torch_compile else []) + (
-          ["--compile_only"] if args.compile_only else [])
+      ["--compile_only"] if args.compile_only else [])
+
+
+def run_child(args):
+  """One child's work (``--child``): a recipe model's row, "peak",
+  "fair_jax:MODEL" or "fair_torch:MODEL:MODE" (a {"rows": [...]} dict)."""
+  kind, _, rest = args.child.partition(":")
+  if kind == "peak":
+    return run_peak(args)
+  if kind == "fair_jax":
+    return {"rows": run_fair_jax(rest, args)}
+  if kind == "fair_torch":
+    name, mode = rest.split(":")
+    return {"rows": run_fair_torch(name, mode, args)}
+  return run_model(args.child, args)
 
 
 def main(argv=None) -> dict:
   args = parse_args(argv)
-  if args.child:  # one model (or "torch"), one JSON line on stdout
-    row = run_torch(args) if args.child == "torch" else run_model(
-        args.child, args)
+  if args.child:  # one model, the peak or the PyTorch twin: one JSON line
+    row = run_child(args)
     print(json.dumps(row), flush=True)
     return row
   os.makedirs(args.out, exist_ok=True)
+  if args.profile:
+    os.makedirs(args.profile, exist_ok=True)
   load_before = os.getloadavg()
   result = {"smoke": args.smoke, "complete": False, "machine": machine(),
-            "rows": [], "torch": {"skipped": "--torch off"},
-            "argv": sys.argv[1:] if argv is None else argv,
+            "rows": [], "argv": sys.argv[1:] if argv is None else argv,
             "load_average_before": load_before}
+  if "recipe" in args.parts:
+    run_recipe_rows(args, result)
+  if "fair" in args.parts:
+    run_fair_rows(args, result)
+  result["complete"] = True
+  table = write_result(args, result)
+  print(table)
+  return result
+
+
+def run_recipe_rows(args, result: dict) -> None:
+  """Each model's recipe row (its step on its host pipeline); the files
+  are rewritten after every row, so a run stopped part way (a lease's time
+  limit) keeps the rows it finished."""
   if any(CASES[m].data == "folder" for m in args.models):
     write_folder(args)
-  # The PyTorch row runs right after the ResNet-50 row it is compared with
-  # (or first, without it); the files are rewritten after every row, so a
-  # run stopped part way (a lease's time limit) keeps the rows it finished.
-  torch_after = "r50_in1k" if "r50_in1k" in args.models else None
-  if args.torch == "auto" and torch_after is None:
-    result["torch"] = run_torch_child(args)
-    write_result(args, result)
   for name in args.models:
     print(f"{name} ...", flush=True)
     start = time.perf_counter()
@@ -696,24 +1164,102 @@ def main(argv=None) -> dict:
     row["model_wall_s"] = time.perf_counter() - start
     print(json.dumps(row), flush=True)
     result["rows"].append(row)
-    if args.torch == "auto" and name == torch_after:
-      result["torch"] = run_torch_child(args)
-      print(json.dumps(result["torch"]), flush=True)
     write_result(args, result)
-  result["complete"] = True
-  table = write_result(args, result)
-  print(table)
-  return result
 
 
-def run_torch_child(args) -> dict:
-  """The PyTorch row in its own process (JAX holds most of the GPU's memory
-  while it lives), or {"skipped": reason}."""
+def _in_child_or_here(args, child: str, here, timeout: float,
+                      python: str = sys.executable):
+  """``here()`` in this process (--isolate no, the --smoke default) or this
+  script with ``--child child`` in a fresh one (its JSON line)."""
+  if args.in_process and python == sys.executable:
+    return here()
+  return _child(child_argv(args, ["--child", child]), timeout, python)
+
+
+def run_fair_rows(args, result: dict) -> None:
+  """The same-work rows: the measured peak, then for each model of
+  FAIR_TWINS in --models, ssljax's step on ready views and on views made on
+  the device, then its PyTorch twin in each of --torch_modes (its own
+  process, ``--torch_python``; compile first); MFU filled in for every row.
+  The PyTorch twin's spec goes to its process as JSON."""
+  fair = result["fair"] = {"peak": None, "rows": []}
+  if args.flops_only:
+    fair["flops_only"] = [r for m in args.models if m in FAIR_TWINS
+                          for r in count_fair_flops(m, args)]
+    return
   try:
-    return _child(child_argv(args, ["--child", "torch"]), args.model_timeout,
-                  args.torch_python)
+    fair["peak"] = _in_child_or_here(args, "peak", lambda: run_peak(args),
+                                     args.model_timeout)
   except Exception as e:  # pylint: disable=broad-except
-    return {"skipped": f"{type(e).__name__}: {e}"}
+    fair["peak"] = {"error": f"{type(e).__name__}: {e}"}
+  print(json.dumps({"peak": fair["peak"]}), flush=True)
+  write_result(args, result)
+  for name in (m for m in args.models if m in FAIR_TWINS):
+    print(f"{name} (same work) ...", flush=True)
+    try:
+      rows = _in_child_or_here(
+          args, f"fair_jax:{name}",
+          lambda: {"rows": run_fair_jax(name, args)},  # pylint: disable=cell-var-from-loop
+          args.model_timeout)["rows"]
+    except Exception as e:  # pylint: disable=broad-except
+      rows = [{"side": "ssljax", "model": name, "torch_mode": None,
+               "error": f"{type(e).__name__}: {e}"}]
+    add_fair_rows(result, rows)
+    write_result(args, result)
+    try:
+      twin = torch_twin(name, args)
+    except Exception as e:  # pylint: disable=broad-except  # rows say why
+      twin = {"error": f"{type(e).__name__}: {e}"}
+    if twin is not None and "error" not in twin:
+      twin["views_text"] = next((r["views"] for r in rows if "views" in r),
+                                "")
+    for mode in args.torch_modes:
+      base = {"side": "pytorch", "model": name, "torch_mode": mode,
+              "title": CASES[name].title}
+      if args.torch == "off":
+        rows = [dict(base, skipped="--torch off")]
+      elif twin is None:
+        rows = [dict(base, skipped="no PyTorch twin of this recipe yet")]
+      elif "error" in twin:
+        rows = [dict(base, error=twin["error"])]
+      else:
+        try:
+          rows = _child(child_argv(args, [
+              "--child", f"fair_torch:{name}:{mode}",
+              "--twin", json.dumps(twin)]), args.model_timeout,
+                        args.torch_python)["rows"]
+        except Exception as e:  # pylint: disable=broad-except
+          rows = [dict(base, error=f"{type(e).__name__}: {e}")]
+      add_fair_rows(result, rows)
+      write_result(args, result)
+  if args.profile:
+    write_profile_summary(args.profile, result["fair"]["rows"])
+
+
+def add_fair_rows(result: dict, rows: list) -> None:
+  """Appends rows to result["fair"], each measured one with its MFU."""
+  peak = (result["fair"].get("peak") or {}).get("flop_per_s")
+  for r in rows:
+    if "images_per_s" in r:
+      r["mfu"] = (mfu(r["flops_per_image"], r["images_per_s"], r["devices"],
+                      peak) if peak else None)
+    print(json.dumps(r), flush=True)
+    result["fair"]["rows"].append(r)
+
+
+def write_profile_summary(profile_dir: str, rows: list) -> str:
+  """DIR/profile_summary.txt: every profiled row's top-ops text, in order."""
+  parts = []
+  for r in rows:
+    path = r.get("profile")
+    if path and os.path.exists(path):
+      with open(path) as f:
+        parts.append(f"=== {_fair_label(r)}, {r['model']}, "
+                     f"{VIEW_MODES[r['view_mode']]} ===\n{f.read()}")
+  out = os.path.join(profile_dir, "profile_summary.txt")
+  with open(out, "w") as f:
+    f.write("\n".join(parts))
+  return out
 
 
 def write_result(args, result: dict) -> str:

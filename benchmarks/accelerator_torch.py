@@ -1,0 +1,555 @@
+"""The PyTorch side of ``benchmarks/accelerator.py``'s same-work comparison.
+
+Imports torch and torchvision only (never jax or ssljax): it runs in the
+child process of whichever Python has torch (``--torch_python``). The
+parent hands it a *twin* spec (plain JSON, built from the recipe's config
+by ``accelerator.torch_twin``): the model, loss, optimiser and the view
+recipe of the ssljax step it is compared with.
+
+The step (``make_step``): torchvision's ResNet-50 (``fc`` removed) and the
+recipe's projector (Linear-BatchNorm-ReLU blocks and a last Linear), each
+view through the network on its own (BatchNorm per view, as ssljax's
+`ssljax.methods.single_network.forward_views` and facebookresearch/vicreg),
+the VICReg loss (Bardes, Ponce & LeCun 2022, arXiv 2105.04906, Eq. 1-6,
+in float32), and LARS (You, Gitman & Ginsburg 2017, arXiv 1708.03888) in
+the order of ``optax.lars``, which ssljax's recipe uses: weight decay and
+the trust ratio η‖w‖/‖g‖ on parameters of ndim > 1 only, then the
+learning rate, then heavy-ball momentum. ``channels_last`` and bfloat16
+autocast; torch.compile optional.
+
+The views (``make_views``), for the "views made on the GPU" rows: the
+same operations in the same order as `ssljax.data.device_views` with
+`ssljax.data.view_ops.apply_view` for the recipe's view spec, each with
+per-sample random parameters: RandomResizedCrop boxes drawn as torchvision
+draws them (10 candidates, the centred fallback; the distribution of
+`ssljax.data.crops.box_fractions`), cut and resized to S × S by
+``torchvision.ops.roi_align`` (bilinear, adaptive sampling: several samples
+per output pixel when a box is larger than S); then flip, colour jitter
+(brightness, contrast, saturation, hue; the order drawn per sample; each
+computed for every sample and selected, as ssljax computes them),
+grayscale, Gaussian blur (separable, reflect padding, kernel 10 % of the
+side, computed for every sample and selected), solarisation. The
+transforms of ``torchvision.transforms.v2`` draw one set of parameters per
+call, for a whole batch; per-sample parameters on a batch therefore come
+from tensors of uniforms here, applied with torchvision's batch kernels
+where they take one (``horizontal_flip``, ``rgb_to_grayscale``,
+``roi_align``) and torch operations elsewhere. Every op has an explicit
+uniforms argument, so that a test can hand it the draws of ssljax's op and
+compare the outputs.
+"""
+
+import math
+import os
+import statistics
+import time
+
+import torch
+import torchvision
+from torch import nn
+from torchvision.transforms.v2 import functional as TF
+
+CROP_TRIES = 10  # torchvision's RandomResizedCrop candidates
+LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601, as ssljax.data.view_ops
+
+
+# ----------------------------------------------------------------- views --
+def box_fractions(u, crop_scale, crop_ratio, height: int, width: int):
+  """RandomResizedCrop boxes (y0, x0, h, w) as fractions of the sides.
+
+  The torch form of `ssljax.data.crops.box_fractions` (the first of T
+  candidates that fits, else the whole image narrowed to the nearest
+  allowed aspect, centred; Szegedy et al. 2015, arXiv 1409.4842).
+
+  Args:
+    u: float (n, T, 4) uniforms in [0, 1).
+    crop_scale, crop_ratio: (min, max) area fraction and aspect (w / h).
+    height, width: the images' sides in pixels (ints).
+
+  Returns:
+    four float (n,) tensors in [0, 1].
+  """
+  area = height * width * (crop_scale[0]
+                           + (crop_scale[1] - crop_scale[0]) * u[..., 0])
+  lo, hi = math.log(crop_ratio[0]), math.log(crop_ratio[1])
+  aspect = torch.exp(lo + (hi - lo) * u[..., 1])
+  box_w = torch.round(torch.sqrt(area * aspect))  # half to even, as numpy
+  box_h = torch.round(torch.sqrt(area / aspect))
+  fits = (box_w > 0) & (box_w <= width) & (box_h > 0) & (box_h <= height)
+  first = torch.argmax(fits.to(u.dtype), dim=1, keepdim=True)  # the first
+  pick = lambda a: torch.gather(a, 1, first)[:, 0]
+  found = fits.any(dim=1)
+  box_h, box_w = pick(box_h), pick(box_w)
+  top = torch.minimum(torch.floor(pick(u[..., 2]) * (height - box_h + 1)),
+                      height - box_h)
+  left = torch.minimum(torch.floor(pick(u[..., 3]) * (width - box_w + 1)),
+                       width - box_w)
+  ratio = width / height
+  fall_h = float(round(width / crop_ratio[0])) if ratio < crop_ratio[0] \
+      else float(height)
+  fall_w = float(round(height * crop_ratio[1])) if ratio > crop_ratio[1] \
+      else float(width)
+  box_h = torch.where(found, box_h, fall_h)
+  box_w = torch.where(found, box_w, fall_w)
+  top = torch.where(found, top, float((height - fall_h) // 2))
+  left = torch.where(found, left, float((width - fall_w) // 2))
+  return top / height, left / width, box_h / height, box_w / width
+
+
+def resized_crop(images, u, size: int, crop_scale, crop_ratio):
+  """Each row's RandomResizedCrop box, resized to size × size.
+
+  Args:
+    images: float (B, C, H, W).
+    u: float (B, T, 4) uniforms (`box_fractions`).
+    size: output side S.
+
+  Returns:
+    float (B, C, S, S) (``torchvision.ops.roi_align``, aligned, bilinear,
+    adaptive sampling ratio).
+  """
+  b, _, height, width = images.shape
+  y0, x0, h, w = box_fractions(u, crop_scale, crop_ratio, height, width)
+  rows = torch.arange(b, device=images.device, dtype=images.dtype)
+  boxes = torch.stack([rows, x0 * width, y0 * height, (x0 + w) * width,
+                       (y0 + h) * height], dim=1)
+  return torchvision.ops.roi_align(images, boxes, (size, size),
+                                   spatial_scale=1.0, sampling_ratio=-1,
+                                   aligned=True)
+
+
+def _rows(mask):
+  return mask[:, None, None, None]
+
+
+def flip(x, u, prob):
+  """Mirrors rows with u < prob. x: float (B, C, H, W); u: (B,)."""
+  return torch.where(_rows(u < prob), TF.horizontal_flip(x), x)
+
+
+def _luma(x):
+  w = torch.tensor(LUMA, device=x.device, dtype=x.dtype)
+  return torch.einsum("bchw,c->bhw", x, w)[:, None]
+
+
+def _blend(x, target, factor):  # torchvision's _blend, per row
+  f = _rows(factor)
+  return torch.clamp(f * x + (1.0 - f) * target, 0.0, 1.0)
+
+
+def rgb_to_hsv(x):
+  """(B, 3, H, W) RGB in [0, 1] -> (hue, saturation, value) planes, the
+  formulas of dm-pix's ``rgb_planes_to_hsv_planes`` (ssljax's hue op)."""
+  eps = torch.finfo(x.dtype).eps
+  x = torch.where(x.abs() < eps, torch.zeros_like(x), x)
+  r, g, b = x[:, 0], x[:, 1], x[:, 2]
+  value = torch.maximum(torch.maximum(r, g), b)
+  rng = value - torch.minimum(torch.minimum(r, g), b)
+  safe_value = torch.where(value > 0, value, torch.ones_like(value))
+  safe_range = torch.where(rng > 0, rng, torch.ones_like(rng))
+  saturation = torch.where(value > 0, rng / safe_value,
+                           torch.zeros_like(value))
+  norm = 1.0 / (6.0 * safe_range)
+  hue = torch.where(value == g, norm * (b - r) + 2.0 / 6.0,
+                    norm * (r - g) + 4.0 / 6.0)
+  hue = torch.where(value == r, norm * (g - b), hue)
+  hue = torch.where(rng > 0, hue, torch.zeros_like(hue)) + (hue < 0).to(
+      hue.dtype)
+  return hue, saturation, value
+
+
+def hsv_to_rgb(hue, saturation, value):
+  """The inverse planes -> (B, 3, H, W) (dm-pix's formulas)."""
+  dh = torch.remainder(hue, 1.0) * 6.0
+  dr = torch.clamp(torch.abs(dh - 3.0) - 1.0, 0.0, 1.0)
+  dg = torch.clamp(2.0 - torch.abs(dh - 2.0), 0.0, 1.0)
+  db = torch.clamp(2.0 - torch.abs(dh - 4.0), 0.0, 1.0)
+  one_minus_s = 1.0 - saturation
+  return torch.stack([value * (one_minus_s + saturation * d)
+                      for d in (dr, dg, db)], dim=1)
+
+
+def _shift_hue(x, shift):
+  hue, sat, val = rgb_to_hsv(x)
+  hue = torch.remainder(hue + shift[:, None, None], 1.0)
+  return torch.clamp(hsv_to_rgb(hue, sat, val), 0.0, 1.0)
+
+
+def color_jitter(x, u, *, prob, brightness=0.0, contrast=0.0,
+                 saturation=0.0, hue=0.0):
+  """ColorJitter per row, in an order drawn per row (ssljax's
+  ``view_ops.color_jitter``: the same uniforms u (B, 9), the same use).
+
+  Args:
+    x: float (B, 3, H, W) in [0, 1].
+    u: float (B, 9): u[:, 0] applies, u[:, 1:4] the three factors, u[:, 4]
+      the hue shift, u[:, 5:9] the order.
+
+  Returns:
+    float (B, 3, H, W) in [0, 1].
+  """
+  strengths = (brightness, contrast, saturation, hue)
+  enabled = [i for i, s in enumerate(strengths) if s > 0]
+  if prob == 0 or not enabled:
+    return x
+  lows = torch.tensor([max(0.0, 1.0 - s) for s in strengths[:3]],
+                      device=x.device, dtype=x.dtype)
+  factors = lows + (1.0 + torch.tensor(strengths[:3], device=x.device,
+                                       dtype=x.dtype) - lows) * u[:, 1:4]
+  shift = hue * (2.0 * u[:, 4] - 1.0)
+  ids = torch.tensor(enabled, device=x.device)
+  op_ids = ids[torch.argsort(u[:, 5:9][:, enabled], dim=1)]
+  out = x
+  for step in range(len(enabled)):
+    op = op_ids[:, step]
+    new = out
+    if any(i < 3 for i in enabled):
+      luma = _luma(out)
+      mean = luma.mean(dim=(1, 2, 3), keepdim=True)
+      target = torch.where(_rows(op == 0), torch.zeros_like(luma),
+                           torch.where(_rows(op == 1), mean, luma))
+      factor = torch.gather(factors, 1, torch.clamp(op, max=2)[:, None])[:, 0]
+      new = _blend(out, target, factor)
+    if 3 in enabled:
+      new = torch.where(_rows(op == 3), _shift_hue(out, shift), new)
+    out = new
+  return torch.where(_rows(u[:, 0] < prob), out, x)
+
+
+def grayscale(x, u, prob):
+  """Rows with u < prob replaced by their luma (3 channels); u: (B,)."""
+  if prob == 0:
+    return x
+  gray = TF.rgb_to_grayscale(x, num_output_channels=3)
+  return torch.where(_rows(u < prob), gray, x)
+
+
+def blur_kernel_size(height: int, kernel_fraction: float) -> int:
+  """The odd integer nearest ``kernel_fraction * height``, at least 3."""
+  return max(3, 2 * math.floor((kernel_fraction * height - 1) / 2 + 0.5) + 1)
+
+
+def gaussian_blur(x, u, *, prob, sigma=(0.1, 2.0), kernel_fraction=0.1):
+  """Separable Gaussian blur of rows with u[:, 0] < prob, σ from u[:, 1].
+
+  Computed for every row (one depthwise convolution per axis, reflect
+  padding), then selected, as ssljax's ``view_ops.gaussian_blur``.
+
+  Args:
+    x: float (B, C, H, W); u: float (B, 2).
+  """
+  if prob == 0:
+    return x
+  b, c, height, width = x.shape
+  size = blur_kernel_size(height, kernel_fraction)
+  sig = sigma[0] + (sigma[1] - sigma[0]) * u[:, 1]
+  taps = torch.arange(size, device=x.device, dtype=x.dtype) - size // 2
+  w = torch.exp(-0.5 * (taps[None, :] / sig[:, None]) ** 2)
+  w = w / w.sum(dim=1, keepdim=True)  # (B, size)
+  w = w.repeat_interleave(c, dim=0)  # (B·C, size)
+  r = size // 2
+  y = x.reshape(1, b * c, height, width)
+  y = nn.functional.pad(y, (0, 0, r, r), mode="reflect")
+  y = nn.functional.conv2d(y, w[:, None, :, None], groups=b * c)
+  y = nn.functional.pad(y, (r, r, 0, 0), mode="reflect")
+  y = nn.functional.conv2d(y, w[:, None, None, :], groups=b * c)
+  return torch.where(_rows(u[:, 0] < prob), y.reshape(b, c, height, width), x)
+
+
+def solarize(x, u, prob, threshold=0.5):
+  """Pixels >= threshold inverted (1 - x) in rows with u < prob."""
+  if prob == 0:
+    return x
+  inverted = torch.where(x >= threshold, 1.0 - x, x)
+  return torch.where(_rows(u < prob), inverted, x)
+
+
+UNSUPPORTED_OPS = ("erase_prob", "noise_std")
+
+
+def apply_view(x, uniforms: dict, ops: dict):
+  """One view's ops after the crop, in ssljax's order (flip, colour
+  jitter, grayscale, blur, solarisation).
+
+  Args:
+    x: float (B, C, H, W) in [0, 1].
+    uniforms: {"flip": (B,), "jitter": (B, 9), "gray": (B,), "blur": (B, 2),
+      "solarize": (B,)}.
+    ops: the view's `ssljax.data.view_ops.apply_view` options.
+
+  Raises:
+    ValueError: an option this module does not implement is on.
+  """
+  for name in UNSUPPORTED_OPS:
+    if ops.get(name, 0.0):
+      raise ValueError(f"view option {name} is not implemented in the "
+                       "PyTorch twin")
+  if ops.get("flip_prob", 0.5):
+    x = flip(x, uniforms["flip"], ops.get("flip_prob", 0.5))
+  x = color_jitter(x, uniforms["jitter"], prob=ops.get("jitter_prob", 0.0),
+                   brightness=ops.get("brightness", 0.0),
+                   contrast=ops.get("contrast", 0.0),
+                   saturation=ops.get("saturation", 0.0),
+                   hue=ops.get("hue", 0.0))
+  x = grayscale(x, uniforms["gray"], ops.get("grayscale_prob", 0.0))
+  x = gaussian_blur(x, uniforms["blur"], prob=ops.get("blur_prob", 0.0),
+                    sigma=tuple(ops.get("blur_sigma", (0.1, 2.0))),
+                    kernel_fraction=ops.get("blur_kernel_fraction", 0.1))
+  return solarize(x, uniforms["solarize"], ops.get("solarize_prob", 0.0),
+                  ops.get("solarize_threshold", 0.5))
+
+
+def draw_uniforms(b: int, device) -> dict:
+  """The per-sample uniforms of one view (global RNG: torch.compile-able)."""
+  return {"crop": torch.rand(b, CROP_TRIES, 4, device=device),
+          "flip": torch.rand(b, device=device),
+          "jitter": torch.rand(b, 9, device=device),
+          "gray": torch.rand(b, device=device),
+          "blur": torch.rand(b, 2, device=device),
+          "solarize": torch.rand(b, device=device)}
+
+
+def make_views(images, views: dict):
+  """The V views of a uint8 batch, on its device.
+
+  Args:
+    images: uint8 (B, C, H, W).
+    views: {"sizes": [S_v], "crop_scale": [[lo, hi]] per view,
+      "crop_ratio": [lo, hi], "ops": [dict] per view}.
+
+  Returns:
+    list of V float32 (B, C, S_v, S_v) in [0, 1], channels_last.
+  """
+  x = images.float() / 255.0
+  out = []
+  for v, size in enumerate(views["sizes"]):
+    u = draw_uniforms(x.shape[0], x.device)
+    y = resized_crop(x, u["crop"], size, views["crop_scale"][v],
+                     views["crop_ratio"])
+    y = apply_view(y, u, views["ops"][v])
+    out.append(y.contiguous(memory_format=torch.channels_last))
+  return out
+
+
+# ----------------------------------------------------------------- model --
+def resnet50_projector(projector, layers=(3, 4, 6, 3),
+                       width_per_group=64) -> nn.Module:
+  """torchvision's ResNet-50 without ``fc`` and the recipe's projector:
+  (Linear no bias, BatchNorm1d, ReLU) for each width but the last, then a
+  Linear (facebookresearch/vicreg's ``Projector``). ``layers`` and
+  ``width_per_group`` shrink it for the CPU smoke run (torchvision's
+  ``ResNet(Bottleneck, layers, width_per_group=...)``; the defaults are
+  ResNet-50's)."""
+  from torchvision.models.resnet import Bottleneck, ResNet
+  net = ResNet(Bottleneck, list(layers), width_per_group=width_per_group)
+  net.fc = nn.Identity()
+  layers, features = [], 2048
+  for width in projector[:-1]:
+    layers += [nn.Linear(features, width, bias=False), nn.BatchNorm1d(width),
+               nn.ReLU(inplace=True)]
+    features = width
+  return nn.Sequential(net, *layers, nn.Linear(features, projector[-1]))
+
+
+def vicreg_loss(z1, z2, inv=25.0, var=25.0, cov=1.0, eps=1e-4):
+  """VICReg (Bardes et al. 2022, arXiv 2105.04906): float32 scalar."""
+  z1, z2 = z1.float(), z2.float()
+  n, k = z1.shape
+  invariance = nn.functional.mse_loss(z1, z2)
+  z1, z2 = z1 - z1.mean(0), z2 - z2.mean(0)
+  std = lambda z: torch.sqrt(z.var(0) + eps)
+  variance = (torch.relu(1 - std(z1)).mean()
+              + torch.relu(1 - std(z2)).mean()) / 2
+  off = lambda c: (c.pow(2).sum() - c.diagonal().pow(2).sum()) / k
+  covariance = off(z1.T @ z1 / (n - 1)) + off(z2.T @ z2 / (n - 1))
+  return inv * invariance + var * variance + cov * covariance
+
+
+class Lars:
+  """LARS in optax.lars's order (module docstring), on ``params``' grads.
+
+  lr: learning rate; momentum: heavy-ball factor; weight_decay and eta (the
+  trust coefficient) apply to parameters of ndim > 1. Written with
+  ``torch._foreach_*`` ops (as torch.optim's foreach SGD): a few
+  multi-tensor kernels per step in eager mode, one fusable graph for
+  torch.compile.
+  """
+
+  def __init__(self, params, lr=0.1, momentum=0.9, weight_decay=1e-6,
+               eta=1e-3):
+    params = [p for p in params if p.requires_grad]
+    self.params = [p for p in params if p.ndim > 1] + [
+        p for p in params if p.ndim <= 1]
+    self.num_decayed = sum(p.ndim > 1 for p in params)
+    self.bufs = [torch.zeros_like(p) for p in self.params]
+    self.lr, self.momentum, self.wd, self.eta = lr, momentum, weight_decay, eta
+
+  def zero_grad(self):
+    for p in self.params:
+      p.grad = None
+
+  @torch.no_grad()
+  def step(self):
+    k = self.num_decayed
+    grads = [p.grad for p in self.params]
+    decayed = torch._foreach_add(grads[:k], self.params[:k], alpha=self.wd)
+    pn = torch.stack(torch._foreach_norm(self.params[:k]))
+    gn = torch.stack(torch._foreach_norm(decayed))
+    q = torch.where((pn > 0) & (gn > 0), self.eta * pn / gn,
+                    torch.ones_like(pn))
+    torch._foreach_mul_(decayed, list(q.unbind(0)))
+    updates = list(decayed) + grads[k:]
+    torch._foreach_mul_(self.bufs, self.momentum)
+    torch._foreach_add_(self.bufs, updates, alpha=self.lr)
+    torch._foreach_sub_(self.params, self.bufs)
+
+
+def make_step(twin: dict, device):
+  """(model, step(x1, x2) -> loss) of the twin's model, loss, optimiser."""
+  if twin["kind"] != "resnet50_vicreg":
+    raise ValueError(f"no PyTorch twin of kind {twin['kind']!r}")
+  model = resnet50_projector(
+      twin["projector"], twin.get("layers", (3, 4, 6, 3)),
+      twin.get("width_per_group", 64)).to(
+      device, memory_format=torch.channels_last)
+  o = twin["optim"]
+  opt = Lars(model.parameters(), lr=o["lr"], momentum=o["momentum"],
+             weight_decay=o["weight_decay"], eta=o["eta"])
+  loss_kw = twin["loss"]
+
+  def step(*views):
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+      zs = [model(v) for v in views]  # BatchNorm per view
+    loss = vicreg_loss(*zs, **loss_kw)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+  return model, step
+
+
+# ---------------------------------------------------------------- timing --
+def count_flops(fn, *inputs) -> float:
+  """FLOPs of one call of ``fn`` by ``torch.utils.flop_counter``
+  (matrix products, convolutions and attention, forward and backward; 2
+  per multiply-add)."""
+  from torch.utils.flop_counter import FlopCounterMode
+  with FlopCounterMode(display=False) as counter:
+    fn(*inputs)
+  return float(counter.get_total_flops())
+
+
+def _windows(fn, steps, repeats, sync):
+  out = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    for _ in range(steps):
+      loss = fn()
+    sync()
+    out.append((time.perf_counter() - start) / steps)
+  return out, loss
+
+
+def _profile(fn, steps, sync, path_stem, top, cuda) -> str:
+  """torch.profiler over ``steps`` calls: the top-N table (text, written
+  to path_stem + "_top.txt") and the Chrome trace (path_stem +
+  ".trace.json.gz"); returns the table."""
+  from torch.profiler import ProfilerActivity, profile
+  acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+  with profile(activities=acts) as prof:
+    for _ in range(steps):
+      fn()
+    sync()
+  key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+  table = prof.key_averages().table(sort_by=key, row_limit=top)
+  with open(path_stem + "_top.txt", "w") as f:
+    f.write(f"torch.profiler, {steps} steps, sorted by {key}\n{table}\n")
+  try:
+    prof.export_chrome_trace(path_stem + ".trace.json")
+    import gzip
+    import shutil
+    with open(path_stem + ".trace.json", "rb") as src, gzip.open(
+        path_stem + ".trace.json.gz", "wb") as dst:
+      shutil.copyfileobj(src, dst)
+    os.remove(path_stem + ".trace.json")
+  except Exception:  # pylint: disable=broad-except  # the table is kept
+    pass
+  return table
+
+
+def run(twin: dict, *, device: str, mode: str, warmup: int, steps: int,
+        repeats: int, profile_dir=None, profile_steps=3,
+        profile_top=25) -> list:
+  """Times the twin's step on ready views and on views made on the device.
+
+  Args:
+    twin: the spec (module docstring; ``accelerator.torch_twin``).
+    device: "cuda" or "cpu".
+    mode: "compile" (torch.compile of the step and of the view maker) or
+      "eager".
+    warmup, steps, repeats: warm-up calls, then the median of ``repeats``
+      windows of ``steps`` calls.
+    profile_dir: if set, a torch.profiler trace of ``profile_steps`` steps
+      of each row and its top-``profile_top`` table there.
+
+  Returns:
+    two row dicts ("ready", "gpu" view modes) with step_s, images_per_s,
+    flops_per_image (FlopCounterMode of one eager step), peak bytes.
+  """
+  torch.manual_seed(0)
+  dev = torch.device(device)
+  cuda = dev.type == "cuda"
+  if cuda:
+    torch.backends.cudnn.benchmark = True
+  sync = torch.cuda.synchronize if cuda else (lambda: None)
+  b, views = twin["batch"], twin["views"]
+  model, step = make_step(twin, dev)
+  del model
+  ready = [torch.rand(b, 3, s, s, device=dev).contiguous(
+      memory_format=torch.channels_last) for s in views["sizes"]]
+  source = twin["source_size"]
+  images = torch.randint(0, 256, (b, 3, source, source), dtype=torch.uint8,
+                         device=dev)
+  view_fn = lambda: make_views(images, views)
+  # Counted in eager mode, one step each, before any timing.
+  flops_ready = count_flops(step, *ready)
+  flops_gpu = count_flops(lambda: step(*view_fn()))
+  compiled_step = torch.compile(step) if mode == "compile" else step
+  compiled_views = (torch.compile(lambda: make_views(images, views))
+                    if mode == "compile" else view_fn)
+  calls = {"ready": lambda: compiled_step(*ready),
+           "gpu": lambda: compiled_step(*compiled_views())}
+  rows = []
+  for view_mode, fn in calls.items():
+    if cuda:
+      torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    fn()
+    sync()
+    first_s = time.perf_counter() - start
+    for _ in range(warmup):
+      fn()
+    sync()
+    windows, loss = _windows(fn, steps, repeats, sync)
+    step_s = statistics.median(windows)
+    row = {"side": "pytorch", "view_mode": view_mode, "torch_mode": mode,
+           "batch": b, "devices": 1,
+           "views": twin.get("views_text", str(views["sizes"])),
+           "step_s": step_s, "step_windows_s": windows,
+           "images_per_s": b / step_s, "first_step_s": first_s,
+           "flops_per_image": (flops_ready if view_mode == "ready"
+                               else flops_gpu) / b,
+           "flops_count": "torch.utils.flop_counter (eager step)",
+           "loss_finite": math.isfinite(float(loss)),
+           "peak_device_bytes": (int(torch.cuda.max_memory_allocated())
+                                 if cuda else None)}
+    if profile_dir:
+      stem = os.path.join(profile_dir, f"pytorch_{twin['model']}_{mode}_"
+                          f"{view_mode}")
+      _profile(fn, profile_steps, sync, stem, profile_top, cuda)
+      row["profile"] = stem + "_top.txt"
+    rows.append(row)
+  info = {"torch": torch.__version__, "torchvision": torchvision.__version__,
+          "device": (torch.cuda.get_device_name(0) if cuda
+                     else f"cpu ({os.cpu_count()} CPUs)")}
+  return [dict(r, **info) for r in rows]
