@@ -157,7 +157,7 @@ def subspace_angle_deg(a, b) -> float:
 
 def ask_pairs(votes: dict, graph, target: int, *, kind: str, rng, n: int,
               num_classes: int, embeddings, same,
-              passive_first: int = 0) -> None:
+              passive_first: int = 0, partner: str = "template") -> None:
   """PAL's in-process queries: asks pairs until ``votes`` holds ``target``
   answers (or no pair is left), one at a time, as the service asks them.
 
@@ -174,12 +174,15 @@ def ask_pairs(votes: dict, graph, target: int, *, kind: str, rng, n: int,
     same: pair -> bool, the oracle's answer.
     passive_first: with "active", the first answers asked uniformly
       (``config.passive_first``: the random start of the service).
+    partner: with "active", `strategy.active_pair`'s ``partner``
+      (``config.active_partner``).
   """
   from ssljax.pal.serve import strategy  # pylint: disable=import-outside-toplevel
   while len(votes) < target:
     if kind == "active" and len(votes) >= passive_first:
       pair = strategy.active_pair(rng, graph, num_classes,
-                                  embeddings=embeddings, excluded=set(votes))
+                                  embeddings=embeddings, excluded=set(votes),
+                                  partner=partner)
     else:
       pair = strategy.passive_pair(rng, n, excluded=set(votes))
     if pair is None:

@@ -226,6 +226,7 @@ def campaign(args, cfg, pool, kind: str, noise: float, seed: int) -> list:
         votes, graph, r * args.every, kind=kind, rng=rng, n=n,
         num_classes=cfg.data.num_classes, embeddings=z,
         passive_first=cfg.get("passive_first", 0),
+        partner=cfg.get("active_partner", "template"),
         same=lambda p: bool(y[p[0]] == y[p[1]]) ^ bool(flips.random() < noise))
     t0 = time.time()
     variables, z, m = rounds.train_round(cfg, pool, votes, round_id=r,

@@ -81,11 +81,11 @@ def test_every_config_and_variant_loads_with_current_names(name, arg):
   assert set(c.optim.lars) == {"momentum", "trust_coefficient"}
 
 
-@pytest.mark.parametrize("arg", ["default", "smoke", "passive", None])
+@pytest.mark.parametrize("arg", ["default", "smoke", "active", "passive", None])
 def test_pal_human_variants(arg):
   from configs import pal_human  # pylint: disable=import-outside-toplevel
   c = pal_human.get_config(arg)
-  assert c.strategy == ("passive" if arg == "passive" else "active")
+  assert c.strategy == ("active" if arg == "active" else "passive")
   assert c.server.host == "127.0.0.1" and c.server.max_body_bytes == 65536
   assert c.data.pool == (200 if arg == "smoke" else 2000)
   with pytest.raises(ValueError, match="unknown variant"):

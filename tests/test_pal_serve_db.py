@@ -200,12 +200,15 @@ def _simulate(pair_fn, y, answers):
   return votes
 
 
+@pytest.mark.parametrize("partner", ["template", "member"])
 @pytest.mark.parametrize("guided", [False, True])
-def test_active_labels_every_sample_within_the_bound(guided):
+def test_active_labels_every_sample_within_the_bound(guided, partner):
   # N samples of C classes, a noise-free annotator: every sample is asked
-  # against the templates until it joins one, so at most C - 1 + ... answers
+  # against the classes until it joins one, so at most C - 1 + ... answers
   # per sample; all relations are then known. Random pairs leave most
-  # relations unknown with the same number of answers.
+  # relations unknown with the same number of answers. With partner
+  # "member" the same relations are learnt with the answers spread over
+  # each class's component instead of a star around its template.
   rng = np.random.default_rng(0)
   n, c = 40, 4
   y = rng.permutation(np.arange(n) % c)
@@ -215,7 +218,7 @@ def test_active_labels_every_sample_within_the_bound(guided):
   def active(votes):
     graph = strategy.graph_from_votes(n, votes)
     return strategy.active_pair(rng, graph, c, embeddings=z,
-                                excluded=set(votes))
+                                excluded=set(votes), partner=partner)
 
   votes = _simulate(active, y, bound + 50)
   graph = strategy.graph_from_votes(n, votes)
@@ -224,6 +227,14 @@ def test_active_labels_every_sample_within_the_bound(guided):
   assert graph.num_components() == c
   temps = strategy.templates(graph, c)
   assert sorted(y[temps].tolist()) == list(range(c))
+  # Hubs: a template is answered "same" with most of its class (10 here);
+  # spread over the component, no sample gets more than half of that.
+  same_degree = np.bincount(np.array([p for p, v in votes.items() if v[0]]
+                                     ).reshape(-1), minlength=n)
+  if partner == "template":
+    assert same_degree.max() >= 0.8 * (n // c) - 1
+  else:
+    assert same_degree.max() <= (n // c) // 2
   if guided:  # the classifier picks members of the class: mostly "same"
     same = sum(v[0] for v in votes.values())
     assert same >= n - c and len(votes) < 2 * n
@@ -247,6 +258,8 @@ def test_active_avoids_busy_and_excluded():
   excluded = {strategy.pair_key(n - 1, t) for t in range(c)}
   assert strategy.active_pair(rng, graph, c, busy=busy,
                               excluded=excluded) is None
+  with pytest.raises(ValueError, match="partner must be one of"):
+    strategy.active_pair(rng, graph, c, partner="anyone")
 
 
 class _Clock:

@@ -156,7 +156,8 @@ class Service:
     busy = {p for v in self.pending.values() for p in v[:2]}
     return strategy.active_pair(
         self.rng, self._graph, self.config.data.num_classes,
-        embeddings=self.embeddings, busy=busy, excluded=excluded), "active"
+        embeddings=self.embeddings, busy=busy, excluded=excluded,
+        partner=self.config.get("active_partner", "template")), "active"
 
   def next_query(self, annotator_id: int):
     """The query payload for this annotator, or None if no pair is left."""

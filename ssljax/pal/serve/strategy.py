@@ -48,6 +48,9 @@ __all__ = ["graph_from_votes", "templates", "active_pair", "passive_pair",
            "pair_key"]
 
 
+PARTNERS = ("template", "member")
+
+
 def pair_key(i: int, j: int) -> tuple[int, int]:
   """The unordered pair (min, max)."""
   return (int(i), int(j)) if i <= j else (int(j), int(i))
@@ -119,7 +122,7 @@ def _unit(z):
 
 def active_pair(rng: np.random.Generator, graph: PairGraph, num_classes: int,
                 *, embeddings=None, busy=(), excluded=frozenset(),
-                tries: int = 64):
+                tries: int = 64, partner: str = "template"):
   """The next pair of the active strategy (pair form of Algorithm 3).
 
   Args:
@@ -131,13 +134,29 @@ def active_pair(rng: np.random.Generator, graph: PairGraph, num_classes: int,
     excluded: set of `pair_key` pairs not to ask (pending, or answered by
       this annotator).
     tries: candidates examined before giving up on a class.
+    partner: whom a sample is compared with to learn its relation to a
+      class: "template" (the class's template, Algorithm 3) or "member" (a
+      member of the template's component drawn uniformly: the same
+      relation by transitivity, but the answered pairs spread over the
+      component instead of a star around its template).
 
   Returns:
     (i, j) pool positions, or None if every relation is known or excluded.
   """
+  if partner not in PARTNERS:
+    raise ValueError(f"partner must be one of {PARTNERS}, got {partner!r}")
   n = graph.n
   z = _unit(embeddings)
   temps = templates(graph, num_classes)
+  comp_ids = graph.component_ids() if partner == "member" else None
+
+  def mate(x, t):
+    """The pair asking x's relation to template t's class."""
+    if comp_ids is None:
+      return pair_key(x, t)
+    members = np.flatnonzero(comp_ids == comp_ids[t])
+    return pair_key(x, int(members[rng.integers(members.size)]))
+
   busy_mask = np.zeros(n, bool)
   busy_mask[np.asarray(list(busy), np.int64)] = True
   everything = np.arange(n)
@@ -162,10 +181,12 @@ def active_pair(rng: np.random.Generator, graph: PairGraph, num_classes: int,
       if z is not None:
         order = np.argsort(-(z[np.array(temps)] @ z[x]), kind="stable")
       for c in order:
-        if rel[c, x] == 0 and pair_key(x, temps[c]) not in excluded:
-          return pair_key(x, temps[c])
+        if rel[c, x] == 0:
+          pair = mate(x, temps[c])
+          if pair not in excluded:
+            return pair
     return None
-  comp = graph.component_ids()
+  comp = graph.component_ids() if comp_ids is None else comp_ids
   known = np.bincount(comp)[comp[np.array(temps)]]
   cents = None
   if z is not None:
@@ -183,8 +204,9 @@ def active_pair(rng: np.random.Generator, graph: PairGraph, num_classes: int,
     else:
       cand = rng.permutation(cand)
     for x in cand[:tries]:
-      if pair_key(x, temps[c]) not in excluded:
-        return pair_key(x, temps[c])
+      pair = mate(x, temps[c])
+      if pair not in excluded:
+        return pair
   return None
 
 
