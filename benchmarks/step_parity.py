@@ -149,6 +149,7 @@ def report(result) -> str:
            f"{result['steps']} steps"
            + (f", {result['local_crops']} local crops"
               if result.get("local_crops") else "")
+           + (f", {result['optimizer']}" if result.get("optimizer") else "")
            + f", {'float64' if result['float64'] else 'float32'}"
            + (f", ssljax with {', '.join(result['ssljax_overrides'])}"
               if result["ssljax_overrides"] else ""),
@@ -198,7 +199,8 @@ def report(result) -> str:
 
 # method -> the module (in benchmarks/) whose ``compare(args)`` runs it.
 METHODS = {"dino": "parity_dino", "ijepa": "parity_ijepa",
-           "lejepa": "parity_lejepa", "mae": "parity_mae"}
+           "lejepa": "parity_lejepa", "mae": "parity_mae",
+           "mocov3": "parity_mocov3", "byol": "parity_byol"}
 
 
 def compare(args) -> dict:
@@ -217,6 +219,9 @@ def main(argv=None) -> int:
   parser.add_argument("--local", type=int, default=0,
                       help="local crops (DINO; LeJEPA's MINIMAL.md has "
                            "none)")
+  parser.add_argument("--optimizer", choices=("adamw", "lars"),
+                      help="MoCo v3, BYOL: the optimiser of both sides "
+                           "(default: the method's config's)")
   parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="change an option on ssljax's side only (e.g. "
                            "optim.clip_mode=global): what that difference "
@@ -242,6 +247,7 @@ def main(argv=None) -> int:
                 for a in args.set or ())
   path = os.path.join(args.out, f"step_parity_{args.method}"
                       f"{'_local' if args.local else ''}"
+                      f"{'_' + args.optimizer if args.optimizer else ''}"
                       f"{'_float64' if args.float64 else ''}{tag}.json")
   with open(path, "w") as f:
     json.dump(result, f, indent=1)

@@ -140,6 +140,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.lars = config_dict.ConfigDict()
   c.optim.lars.momentum = 0.9  # heavy-ball momentum of LARS
   c.optim.lars.trust_coefficient = 1e-3  # η of the layer-wise trust ratio
+  # "updates": optax.lars's momentum of lr-scaled steps; "gradients": the
+  # PyTorch LARS of MoCo v3, VICReg and solo-learn, a momentum of
+  # trust-scaled gradients times the current lr (they differ when lr moves).
+  c.optim.lars.momentum_buffer = "updates"
 
   c.batch_size = 256  # global batch of samples (each with V views)
   # Pretraining epochs over the train split: 4 fit in 15 min on 2 CPU cores

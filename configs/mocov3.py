@@ -30,9 +30,26 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   else:
     c.model.projector = (16, 16)
     c.model.predictor = (32, 16)
-  # Momentum 0.99 -> 1 on a cosine (ResNet-50 recipe: 0.99; ViT: 0.99).
+  # The official heads (moco/builder.py, ResNet recipe): no bias in any
+  # Linear, the projector ends with BatchNorm1d(affine=False), the
+  # predictor with a Linear (its ViT recipe's predictor ends with the
+  # BatchNorm too).
+  c.model.head_last_bias = False
+  c.model.projector_last_bn = True
+  c.model.predictor_last_bn = False
+  # Momentum 0.99 -> 1 on a cosine (ResNet-50 recipe: 0.99; ViT: 0.99). The
+  # key encoder moves at the start of each step with that step's momentum
+  # (builder.py's forward): after step k, τ_{k+1}.
   c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.99
   c.teacher.final_momentum = 1.0
   c.teacher.schedule = "cosine"
+  c.teacher.momentum_step = "next"
+  # The official schedule (main_moco.py adjust_learning_rate): linear
+  # warm-up, then a half cosine to 0; its AdamW (the ViT recipe's optimiser)
+  # decays every parameter. With optim.name = "lars" (its ResNet recipe)
+  # set optim.weight_decay_mask = "kernels" and optim.lars.momentum_buffer =
+  # "gradients" (moco/optimizer.py's LARS).
+  c.optim.end_lr_factor = 0.0
+  c.optim.weight_decay_mask = "all"
   return c

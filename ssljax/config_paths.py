@@ -62,6 +62,8 @@ CONDITIONAL: dict[str, tuple] = {
         lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
     "optim.lars.trust_coefficient": (1e-3, _needs(
         lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
+    "optim.lars.momentum_buffer": ("updates", _needs(
+        lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
     "dataset.download": (False, _needs(
         lambda c: c.dataset.name != "image_folder",
         "an image folder is never downloaded")),

@@ -111,6 +111,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "optim.end_lr_factor": _real(0.0, 1.0),
     "optim.lars.momentum": _real(0.0, 1.0, hi_open=True),
     "optim.lars.trust_coefficient": _real(0.0, lo_open=True),
+    "optim.lars.momentum_buffer": _one_of("updates", "gradients"),
     "optim.clip_grad_norm": _real(0.0),
     "optim.clip_mode": _one_of("global", "per_tensor"),
     "optim.weight_decay_schedule": _one_of("constant", "cosine"),

@@ -13,8 +13,9 @@ the learning-rate and weight-decay schedules at k + offset),
 ``adam_bias_correction``, optionally ``freeze_last_layer_epochs`` (DINO,
 SwAV), ``frozen_adam_count`` (DINO), ``normalize_last_layer`` (SwAV),
 ``b2`` (AdamW's β2; MAE's 0.95), ``weight_decay_mask`` (LeJEPA) and, for
-LARS only, ``lars.momentum`` and
-``lars.trust_coefficient``.
+LARS only, ``lars.momentum``,
+``lars.trust_coefficient`` and ``lars.momentum_buffer`` ("updates" |
+"gradients").
 
 The options exist because the official codes differ in them, and a
 re-implementation that fixes one choice drifts from the others' steps:
@@ -28,7 +29,12 @@ PyTorch's AdamW skips a parameter without gradient, so DINO's frozen last
 layer starts its Adam step count when it thaws; MAE's AdamW takes β2 =
 0.95 instead of PyTorch's and optax's 0.999. LeJEPA's minimal example
 decays every parameter (one AdamW group) and warms up from 0.01 × the
-peak (PyTorch's ``LinearLR(start_factor=0.01)``).
+peak (PyTorch's ``LinearLR(start_factor=0.01)``). MoCo v3's AdamW decays every
+parameter too. The PyTorch LARS of MoCo v3 (and of VICReg and solo-learn)
+and BYOL's own LARS keep a momentum of trust-scaled gradients and multiply
+it by the current learning rate, where optax's LARS keeps a momentum of
+learning-rate-scaled steps (the two differ whenever the learning rate
+changes: in the warm-up and the decay).
 """
 
 from collections.abc import Callable
@@ -45,7 +51,7 @@ __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
            "unit_columns_after",
            "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
            "WEIGHT_DECAY_MASKS", "FROZEN_ADAM_COUNTS", "BIAS_CORRECTIONS",
-           "scale_by_adam_accurate"]
+           "LARS_MOMENTUM_BUFFERS", "scale_by_adam_accurate"]
 
 OPTIMIZERS = ("adamw", "lars")
 CLIP_MODES = ("global", "per_tensor")
@@ -53,6 +59,7 @@ WEIGHT_DECAY_SCHEDULES = ("constant", "cosine")
 WEIGHT_DECAY_MASKS = ("kernels", "all")
 FROZEN_ADAM_COUNTS = ("advance", "hold")
 BIAS_CORRECTIONS = ("optax", "accurate")
+LARS_MOMENTUM_BUFFERS = ("updates", "gradients")
 # Adam's constants (optax.adamw's and torch.optim.AdamW's defaults).
 _B1, _B2, _EPS = 0.9, 0.999, 1e-8
 
@@ -405,7 +412,14 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   official VICReg, BYOL, DINO and I-JEPA codes group them): the default
   ``weight_decay_mask`` "kernels". With "all" (AdamW only) every parameter
   decays, as LeJEPA's minimal example (rbalestr-lab/lejepa MINIMAL.md: the
-  network's parameters in one AdamW group).
+  network's parameters in one AdamW group) and MoCo v3's AdamW
+  (``torch.optim.AdamW(model.parameters())``).
+
+  * ``lars.momentum_buffer`` (LARS only): "updates" (the default when the
+    field is absent; ``optax.lars``: μ ← m μ + lr_k · u_k, step −μ) or
+    "gradients" (the PyTorch LARS of MoCo v3, VICReg and solo-learn and
+    BYOL's own: μ ← m μ + u_k, step −lr_k · μ), u_k being the trust-scaled,
+    decayed gradient. They differ whenever the learning rate changes.
 
   * Clipping (``clip_grad_norm`` > 0): ``clip_mode`` "global" rescales the
     whole gradient to that global L2 norm (``optax.clip_by_global_norm``),
@@ -441,8 +455,8 @@ def create_optimizer(optim: ml_collections.ConfigDict,
       (float >= 0), ``frozen_adam_count``, ``normalize_last_layer`` (bool),
       ``b2`` (float in [0, 1)), ``adam_bias_correction``,
       ``weight_decay_mask``; for "lars" also ``lars.momentum`` (heavy-ball
-      momentum in [0, 1)) and ``lars.trust_coefficient`` (η of the
-      layer-wise trust ratio, > 0).
+      momentum in [0, 1)), ``lars.trust_coefficient`` (η of the
+      layer-wise trust ratio, > 0) and optionally ``lars.momentum_buffer``.
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
       a constant lr.
     steps_per_epoch: converts ``freeze_last_layer_epochs`` to steps.
@@ -457,7 +471,8 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   Raises:
     ValueError: an unknown ``optim.name``, ``clip_mode``,
       ``weight_decay_schedule``, ``frozen_adam_count`` or
-      ``weight_decay_mask`` or ``adam_bias_correction``; ``b2`` outside
+      ``weight_decay_mask``, ``adam_bias_correction`` or
+      ``lars.momentum_buffer``; ``b2`` outside
       [0, 1); a cosine weight-decay schedule, a held Adam count, the "all"
       mask or accurate bias corrections with LARS; a cosine weight-decay
       schedule without ``total_steps``.
@@ -470,7 +485,11 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     raise ValueError(f"optim.b2 must be in [0, 1), got {b2}")
   mask_mode = optim.get("weight_decay_mask", "kernels")
   bias = optim.get("adam_bias_correction", "optax")
+  lars = optim.get("lars", None)
+  buffer = lars.get("momentum_buffer", "updates") if lars else "updates"
   for value, allowed, name in ((optim.name, OPTIMIZERS, "optimiser"),
+                               (buffer, LARS_MOMENTUM_BUFFERS,
+                                "lars.momentum_buffer"),
                                (mask_mode, WEIGHT_DECAY_MASKS,
                                 "weight_decay_mask"),
                                (clip_mode, CLIP_MODES, "clip_mode"),
@@ -493,11 +512,19 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                      "optim.adam_bias_correction='accurate' need "
                      "optim.name='adamw'")
   decay_mask = _decay_mask if mask_mode == "kernels" else _all_mask
-  if optim.name == "lars":
+  if optim.name == "lars" and buffer == "updates":
     tx = optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
                     weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
                     trust_coefficient=optim.lars.trust_coefficient,
                     momentum=optim.lars.momentum)
+  elif optim.name == "lars":
+    # optax.lars with the momentum before the learning rate.
+    tx = optax.chain(
+        optax.add_decayed_weights(optim.weight_decay, _decay_mask),
+        optax.masked(optax.scale_by_trust_ratio(
+            trust_coefficient=optim.lars.trust_coefficient), _decay_mask),
+        optax.trace(decay=optim.lars.momentum),
+        optax.scale_by_learning_rate(learning_rate_fn))
   elif wd_schedule == "constant" and not hold and bias == "optax":
     tx = optax.adamw(learning_rate_fn, b1=_B1, b2=b2, eps=_EPS,
                      weight_decay=optim.weight_decay, mask=decay_mask)

@@ -291,6 +291,7 @@ _OTHER = {
     "views.blur_sigma": (0.5, 1.0), "views.blur_kernel_fraction": 0.3,
     "views.solarize_threshold": 0.7, "views.erase_scale": (0.1, 0.3),
     "optim.lars.momentum": 0.5, "optim.lars.trust_coefficient": 0.01,
+    "optim.lars.momentum_buffer": "gradients",
     "optim.clip_mode": "per_tensor", "optim.final_weight_decay": 0.3,
     "dataset.download": True, "dataset.channels": 1, "dataset.generate": True,
     "distributed.coordinator_address": "host:1234",

@@ -7,8 +7,13 @@ a copy of the student's and, after each optimiser step, move towards them,
 ``config.teacher.final_momentum`` on ``config.teacher.schedule``: BYOL's
 cosine or I-JEPA's line (`ssljax.methods.ema`), over
 ``config.optim.schedule_scale`` × the run's steps (I-JEPA's denominator
-``ipe · num_epochs · ipe_scale``, not truncated). The teacher sees the G global
-views only, in train mode (its BatchNorm statistics are its own), under
+``ipe · num_epochs · ipe_scale``, not truncated). The optional
+``config.teacher.momentum_step`` says which τ moves the teacher after step
+k: "done" (the default: τ_k, the step just taken, as BYOL's and DINO's
+updates after the optimiser step) or "next" (τ_{k+1}: MoCo v3 moves its key
+encoder at the start of step k + 1 with that step's momentum, official
+moco/builder.py ``forward``; the same teacher for every step's keys). The
+teacher sees the G global views only, in train mode (its BatchNorm statistics are its own), under
 stop-gradient.
 
 References:
@@ -27,7 +32,10 @@ __all__ = ["TEACHER_FIELDS", "EMATeacherMixin"]
 TEACHER_FIELDS = {"teacher.momentum": rules.real(0.0, 1.0),
                   "teacher.final_momentum": rules.real(0.0, 1.0),
                   "teacher.schedule": rules.one_of(*ema.SCHEDULES)}
+# Optional: which step's momentum moves the teacher after step k.
+MOMENTUM_STEPS = ("done", "next")
 _TEACHER_PARTS = ("encoder", "projector")
+_ABSENT = object()  # an optional field the config does not set
 
 
 class EMATeacherMixin:
@@ -41,7 +49,10 @@ class EMATeacherMixin:
 
   @classmethod
   def config_fields(cls, config):
-    return {**TEACHER_FIELDS, **super().config_fields(config)}
+    optional = ({"teacher.momentum_step": rules.one_of(*MOMENTUM_STEPS)}
+                if rules.value_at(config, "teacher.momentum_step", _ABSENT)
+                is not _ABSENT else {})
+    return {**TEACHER_FIELDS, **optional, **super().config_fields(config)}
 
   def init(self, key, batch_spec):
     """The student's (params, state), the state with the teacher: a copy
@@ -65,8 +76,11 @@ class EMATeacherMixin:
     return z_GxBxK, {**state, "teacher": {**teacher, "batch_stats": stats}}
 
   def after_update(self, state, params, schedule):
+    step = schedule["step"]
+    if self.config.teacher.get("momentum_step", "done") == "next":
+      step = step + 1
     momentum = ema.momentum(
-        self.config.teacher.schedule, schedule["step"],
+        self.config.teacher.schedule, step,
         self.config.optim.get("schedule_scale", 1.0) * schedule["total_steps"],
         base=self.config.teacher.momentum,
         final=self.config.teacher.final_momentum)

@@ -31,6 +31,13 @@ class Method(ema_teacher.EMATeacherMixin, student.PredictorMethod):
     self.teacher_network = networks.projector_network(config)
     self.hparams = loss_config.loss_hparams(config)
 
+  @classmethod
+  def config_fields(cls, config):
+    # The official AdamW decays every parameter ("all"); its LARS decays
+    # kernels only ("kernels", which LARS needs).
+    return {"optim.weight_decay_mask": rules.one_of("kernels", "all"),
+            **super().config_fields(config)}
+
   def loss(self, params, state, batch, key, schedule):
     del key, schedule
     k_GxBxK, state = self.teacher_forward(state, batch["views"])

@@ -12,6 +12,7 @@ __all__ = ["PREDICTOR_FIELDS", "PredictorMethod", "flat", "crops_graph",
 
 PREDICTOR_FIELDS = {"model.projector": rules.nonempty_widths,
                     "model.predictor": rules.nonempty_widths}
+_ABSENT = object()  # an optional field the config does not set
 
 
 def stack(outs, key):
@@ -44,4 +45,7 @@ class PredictorMethod(single_network.SingleNetworkMethod):
 
   @classmethod
   def config_fields(cls, config):
-    return {**PREDICTOR_FIELDS, **super().config_fields(config)}
+    # The heads' last-layer form: optional, checked where a config sets it.
+    present = {path: rules.boolean for path in networks.HEAD_FORM_FIELDS
+               if rules.value_at(config, path, _ABSENT) is not _ABSENT}
+    return {**PREDICTOR_FIELDS, **present, **super().config_fields(config)}
