@@ -1,9 +1,11 @@
 """ssljax's whole training step against the authors' own step.
 
     PY benchmarks/step_parity.py --method METHOD --peer PATH/TO/checkout \\
-        [--steps 20] [--float64] [--set KEY=VALUE] [--out runs/step_parity]
+        [--steps 20] [--float64] [--optimizer adamw|lars] [--set KEY=VALUE] \\
+        [--out runs/step_parity]
 
-PY is an interpreter with torch and ssljax (``make setup-bench``). The
+PY is an interpreter with torch and ssljax (``make setup-bench``; for
+``byol``, ssljax and dm-haiku instead: the authors' BYOL is JAX). The
 official checkout is given by path (the repository contains none of its
 code); the command prints its commit.
 
@@ -118,6 +120,41 @@ It prints the losses; after K steps, the drift of every trained tensor of
 the encoder and of the decoder and the worst relative difference of the
 learning rates of all steps, against the rounding reference's; and how far
 ssljax's sine-cosine tables are from the ones the official model builds.
+
+For ``mocov3`` (Chen, Xie & He 2021, arXiv 2104.02057;
+facebookresearch/moco-v3): the main job's small CNN (16-32-64-512) with
+the official ResNet recipe's heads (projector 128-64 ending in a
+BatchNorm without scale and offset, predictor 128-64, no biases) on the
+same images, batch 16, from ``configs/mocov3.py`` (τ = 0.2, momentum 0.99
+-> 1 on a cosine, 1 epoch of warm-up then a half cosine to 0), with the
+config's AdamW or, ``--optimizer lars``, the ResNet recipe's LARS (lr 0.6
+per 256, weight decay 1e-6) on both sides. The authors' side is
+main_moco.py's ``train`` itself with ``MoCo_ResNet`` (its base encoder the
+CNN written in PyTorch), ``moco.optimizer.LARS`` or ``torch.optim.AdamW``
+and its own ``adjust_learning_rate`` and ``adjust_moco_momentum``; on a CPU
+``Tensor.cuda`` returns the tensor, ``concat_all_gather`` gathers one
+process (``get_world_size`` 1, ``all_gather`` a copy, ``get_rank`` 0), AMP
+is off (``torch.cuda.amp.autocast`` turns itself off without CUDA, the
+``GradScaler`` is built disabled) and the loss of each step is read from
+the summary writer it is handed. The rounding reference is that run on 1
+thread. Compared after K steps: the online network (encoder, projector,
+predictor) and the momentum encoder, their parameters and BatchNorm running
+means and variances, and the schedules each side used.
+
+For ``byol`` (Grill et al. 2020, arXiv 2006.07733;
+google-deepmind/deepmind-research's byol): the same CNN (in haiku) with
+BYOL's heads (128-64) from ``configs/byol.py`` with the official
+1000-epoch optimiser (LARS, lr 0.2 per 256, weight decay 1.5e-6, target
+momentum 0.996 -> 1). The authors' side is ``ByolExperiment.update_pmap``
+(their ``_update_fn`` under ``jax.pmap`` on one device), from its own
+initial state with every network leaf replaced by ssljax's; their GPU
+augmentations (``augmentations.postprocess``) and ImageNet normalisation
+are the identity (the views are ssljax's), ``jax.tree_map`` is
+``jax.tree.map`` and dm-acme is stubbed. Their BatchNorm keeps a
+zero-debiased running average, ssljax's (flax's) one from (0, 1): ssljax's
+is turned into theirs before comparing. The rounding reference is the
+official run on each batch in reverse sample order (the same maths, other
+summation orders), the official side being XLA too.
 
 ``--float64`` runs both sides in float64. ``--set key=value`` changes an
 option on ssljax's side only, to measure what one difference does (e.g.

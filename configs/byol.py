@@ -29,6 +29,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   else:
     c.model.projector = (16, 16)
     c.model.predictor = (32, 16)
+  # The official MLP (byol/utils/networks.py) ends with a Linear without
+  # bias; its hidden Linear's bias, before BatchNorm, stays near 0.
+  c.model.head_last_bias = False
   # Target momentum 0.996 -> 1 on a cosine (Grill et al. 2020, §3.2).
   c.teacher = config_dict.ConfigDict()
   c.teacher.momentum = 0.996
@@ -36,4 +39,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.teacher.schedule = "cosine"
   # Official: LARS, lr 0.2 x batch/256, weight decay 1.5e-6, 1000 epochs;
   # the main job keeps AdamW and its 4-epoch budget (configs/common.py).
+  # With optim.name = "lars" set optim.lars.momentum_buffer = "gradients"
+  # (byol/utils/optimizers.py: the momentum of trust-scaled gradients,
+  # times -lr). The official learning rate ends at 0 after its cosine.
+  c.optim.end_lr_factor = 0.0
   return c

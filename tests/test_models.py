@@ -278,3 +278,21 @@ def test_small_cnn_chunks_only_in_training():
       v, x, train=train, mutable=["batch_stats"]))()).count(
           "conv_general_dilated[")
   assert (count(False), count(True)) == (2, 6)
+
+
+def test_projector_last_layer_forms():
+  # MoCo v3's heads: no bias in the last Linear, and (its projectors) a
+  # BatchNorm without scale and offset after it; the defaults are VICReg's.
+  x = jnp.asarray(np.random.default_rng(0).normal(size=(8, 5)), jnp.float32)
+  default = models.Projector((6, 4))
+  variables = default.init(jax.random.key(0), x)
+  assert "bias" in variables["params"]["Dense_1"]
+  assert "BatchNorm_1" not in variables.get("batch_stats", {})
+  moco = models.Projector((6, 4), last_bias=False, last_bn=True)
+  variables = moco.init(jax.random.key(0), x)
+  assert set(variables["params"]["Dense_1"]) == {"kernel"}
+  assert "BatchNorm_1" not in variables["params"]  # no scale, no offset
+  assert set(variables["batch_stats"]["BatchNorm_1"]) == {"mean", "var"}
+  z, _ = moco.apply(variables, x, mutable=["batch_stats"])
+  np.testing.assert_allclose(z.mean(0), 0.0, atol=1e-6)
+  np.testing.assert_allclose(z.var(0), 1.0, rtol=1e-3)

@@ -9,7 +9,12 @@ of what the official code does.
   count and moments start when it thaws;
 - the cosine weight-decay schedule: DINO's ``cosine_scheduler`` /
   I-JEPA's ``CosineWDSchedule``, applied as AdamW's decoupled decay;
-- I-JEPA's linear EMA schedule and ``ipe_scale``.
+- I-JEPA's linear EMA schedule and ``ipe_scale``;
+- the PyTorch LARS of MoCo v3 (moco/optimizer.py) and BYOL's
+  (byol/utils/optimizers.py): a momentum of trust-scaled gradients, times
+  the current learning rate (``lars.momentum_buffer = "gradients"``);
+- the learning rate in float64 under x64 (main_moco.py's
+  ``adjust_learning_rate`` in Python floats).
 """
 
 import jax
@@ -373,3 +378,66 @@ def test_accurate_bias_correction_equals_optax_in_float64(x64):
         _optim(name="lars", adam_bias_correction="accurate"), 0.1)
   with pytest.raises(ValueError, match="unknown adam_bias_correction"):
     optimizers.create_optimizer(_optim(adam_bias_correction="exact"), 0.1)
+
+
+# ------------------------------------------------------------------ LARS --
+
+def _moco_lars(params, grads_per_step, lrs, wd, momentum=0.9, eta=1e-3):
+  """moco/optimizer.py's LARS.step: decay and trust ratio for ndim > 1,
+  mu = momentum·mu + dp, p -= lr·mu."""
+  params = {k: v.copy() for k, v in params.items()}
+  mu = {k: np.zeros_like(v) for k, v in params.items()}
+  for grads, lr in zip(grads_per_step, lrs):
+    for k, p in params.items():
+      dp = grads[k]
+      if p.ndim > 1:
+        dp = dp + wd * p
+        pn, un = np.linalg.norm(p), np.linalg.norm(dp)
+        dp = dp * (eta * pn / un if pn > 0 and un > 0 else 1.0)
+      mu[k] = momentum * mu[k] + dp
+      params[k] = p - lr * mu[k]
+  return params
+
+
+def test_lars_gradient_buffer_is_mocos_and_byols(x64):
+  rng = np.random.default_rng(2)
+  params = jax.tree.map(jnp.asarray, _params(rng))
+  grads = [jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape)),
+                        params) for _ in range(6)]
+  lrs = [0.0, 0.1, 0.2, 0.3, 0.2, 0.1]  # a warm-up, then a decay
+  schedule = lambda count: jnp.asarray(lrs)[count]
+  wd = 0.01
+  tx = optimizers.create_optimizer(
+      _optim(name="lars", weight_decay=wd,
+             lars=dict(momentum=0.9, trust_coefficient=1e-3,
+                       momentum_buffer="gradients")), schedule)
+  got = _flat(_run(tx, params, grads))
+  want = _moco_lars(_flat(params), [_flat(g) for g in grads], lrs, wd)
+  for k in got:
+    np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-14)
+  # optax.lars's buffer of lr-scaled steps differs once the rate moves.
+  tx = optimizers.create_optimizer(
+      _optim(name="lars", weight_decay=wd), schedule)
+  other = _flat(_run(tx, params, grads))
+  assert max(np.abs(other[k] - want[k]).max() for k in got) > 1e-4
+
+
+def test_unknown_lars_momentum_buffer():
+  with pytest.raises(ValueError, match="unknown lars.momentum_buffer"):
+    optimizers.create_optimizer(
+        _optim(name="lars", lars=dict(momentum=0.9, trust_coefficient=1e-3,
+                                      momentum_buffer="mu")), 0.1)
+
+
+def test_learning_rate_is_float64_under_x64(x64):
+  import math  # pylint: disable=import-outside-toplevel
+  optim = _optim(learning_rate=0.6, warmup_epochs=1.0, end_lr_factor=0.0)
+  fn = optimizers.create_learning_rate_fn(optim, 16, 5, 20)
+  peak = 0.6 * 16 / 256
+  for k in range(20):  # main_moco.py's adjust_learning_rate, epochs of 5
+    epoch = k / 5
+    want = (peak * epoch if epoch < 1 else
+            peak * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / 3)))
+    got = jax.jit(fn)(jnp.asarray(k, jnp.int32))
+    assert got.dtype == jnp.float64
+    assert abs(float(got) - want) <= 4e-16 * peak  # float64 rounding

@@ -93,7 +93,10 @@ def test_one_step_moves_teacher_queue_centre_and_probe_as_defined(method):
   assert np.isfinite(float(metrics["loss"]))
   b_ms, a_ms = before.method_state, after.method_state
   if "teacher" in a_ms:
-    m = float(ema.cosine_momentum(0, total, base=config.teacher.momentum,
+    # τ of step 0, or of step 1 where the teacher moves with the next
+    # step's momentum (MoCo v3's key encoder, teacher.momentum_step).
+    k = int(config.teacher.get("momentum_step", "done") == "next")
+    m = float(ema.cosine_momentum(k, total, base=config.teacher.momentum,
                                   final=config.teacher.final_momentum))
     assert float(metrics["teacher_momentum"]) == pytest.approx(m, rel=1e-6)
     student = {k: after.params[k] for k in ("encoder", "projector")}
