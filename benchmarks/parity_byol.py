@@ -43,7 +43,6 @@ def byol_config():
   c.optim.name = "lars"
   c.optim.learning_rate = 0.2  # _LR_PRESETS[1000]
   c.optim.weight_decay = 1.5e-6  # _WD_PRESETS[1000]
-  c.optim.weight_decay_on = "kernels"  # exclude_bias_and_norm
   c.optim.warmup_epochs = 1.0
   c.optim.lars.momentum = 0.9
   c.optim.lars.trust_coefficient = 1e-3  # eta

@@ -78,7 +78,8 @@ def test_every_config_and_variant_loads_with_current_names(name, arg):
   probe = c.evals.online_probe
   assert probe.type == "online_probe"
   assert (probe.learning_rate, probe.weight_decay) == (1e-2, 0.0)
-  assert set(c.optim.lars) == {"momentum", "trust_coefficient"}
+  assert set(c.optim.lars) == {"momentum", "trust_coefficient",
+                               "momentum_buffer"}
 
 
 @pytest.mark.parametrize("arg", ["default", "smoke", "active", "passive", None])

@@ -5,9 +5,10 @@ byol (JAX and haiku).
 Runs where dm-haiku is importable and the official checkout (the
 deepmind-research repository, or a copy holding its ``byol`` folder) is
 given by ``SSLJAX_BYOL_PEER`` (a path; the repository holds none of its
-code): skipped elsewhere, CI included. In float64 both sides agree to the
-official code's own float32 warm-up learning rate (measured 2026-11-27:
-losses within 5e-10 over 20 steps, 2e-16 with that rate in float64).
+code): skipped elsewhere, CI included. In float64 both sides agree up to
+the official code's own float32 warm-up learning rate (measured
+2026-11-27: losses within 5.3e-10 over 20 steps, the first two within
+2.3e-16).
 """
 
 import argparse
