@@ -67,3 +67,51 @@ def override(config, assignments):
       node = node[part]
     node[leaf] = value
   return config
+
+
+def ssljax_setup(config, steps: int, *, seed: int = 0, float64: bool = False,
+                 image_shape=(28, 28, 1)):
+  """ssljax's side of a comparison, ready to step: the method, optimiser
+  and initial state of ``config`` (in float64 throughout with ``float64``:
+  parameters, method state and, through the caller's views, computation),
+  the first ``steps`` × BATCH Fashion-MNIST train images, and the jitted
+  train step and view maker.
+
+  Returns:
+    a namespace: spec, method, lr_fn, tx, state, initial ((params,
+    method_state) as host arrays), dtype (np.float32 or np.float64),
+    images (uint8 (steps·BATCH, 28, 28, 1)), labels, step (state, batch) ->
+    (state, metrics), make_views (batch, key) -> views.
+  """
+  import types  # pylint: disable=import-outside-toplevel
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from ssljax import data, methods, optimizers, train, train_state  # pylint: disable=import-outside-toplevel
+  spec = data.view_spec(config.views)
+  method = methods.build(config)
+  lr_fn = optimizers.create_learning_rate_fn(
+      config.optim, config.batch_size, STEPS_PER_EPOCH, steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, STEPS_PER_EPOCH,
+                                   steps)
+  shapes = train.batch_spec(config, tuple(image_shape), spec=spec)
+  state = train_state.create_train_state(method, tx, jax.random.key(seed),
+                                         shapes)
+  if float64:
+    wide = lambda tree: jax.tree.map(
+        lambda a: a.astype(jnp.float64)
+        if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+    params = wide(state.params)
+    state = state.replace(params=params, opt_state=tx.init(params),
+                          method_state=wide(state.method_state))
+  source = data.open_split("fashion_mnist_local", f"train[:{steps * BATCH}]",
+                           download=False)
+  step = jax.jit(lambda s, b: train.train_step(
+      s, b, spec=spec, seed=seed, total_steps=steps,
+      steps_per_epoch=STEPS_PER_EPOCH))
+  return types.SimpleNamespace(
+      spec=spec, method=method, lr_fn=lr_fn, tx=tx, state=state,
+      initial=jax.device_get((state.params, state.method_state)),
+      dtype=np.float64 if float64 else np.float32,
+      images=np.asarray(source.images), labels=np.asarray(source.labels),
+      step=step,
+      make_views=jax.jit(lambda b, k: data.device_views(b, k, spec)))

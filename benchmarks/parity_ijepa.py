@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 
 from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
-                           worst)
+                           ssljax_setup, worst)
 
 SIZE = 28  # Fashion-MNIST's side: the views are the images' size
 
@@ -83,34 +83,15 @@ def ssljax_ijepa(config, steps: int, seed: int = 0, float64: bool = False):
   throughout with ``float64``: parameters, state, views, computation)."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from ssljax import data, methods, optimizers, train, train_state  # pylint: disable=import-outside-toplevel
+  from ssljax import optimizers  # pylint: disable=import-outside-toplevel
   from ssljax.methods import masks  # pylint: disable=import-outside-toplevel
-  spec = data.view_spec(config.views)
-  method = methods.build(config)
+  run = ssljax_setup(config, steps, seed=seed, float64=float64,
+                     image_shape=(SIZE, SIZE, 1))
+  method, lr_fn, state = (run.method, run.lr_fn, run.state)
+  initial, dtype, step, make_views = (run.initial, run.dtype, run.step,
+                                      run.make_views)
+  images = run.images
   total = steps
-  lr_fn = optimizers.create_learning_rate_fn(
-      config.optim, config.batch_size, STEPS_PER_EPOCH, total)
-  tx = optimizers.create_optimizer(config.optim, lr_fn, STEPS_PER_EPOCH,
-                                   total)
-  shapes = train.batch_spec(config, (SIZE, SIZE, 1), spec=spec)
-  state = train_state.create_train_state(method, tx, jax.random.key(seed),
-                                         shapes)
-  if float64:
-    wide = lambda tree: jax.tree.map(
-        lambda a: a.astype(jnp.float64)
-        if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
-    params = wide(state.params)
-    state = state.replace(params=params, opt_state=tx.init(params),
-                          method_state=wide(state.method_state))
-  initial = jax.device_get((state.params, state.method_state))
-  dtype = np.float64 if float64 else np.float32
-  source = data.open_split("fashion_mnist_local", f"train[:{steps * BATCH}]",
-                           download=False)
-  images = np.asarray(source.images)
-  step = jax.jit(lambda s, b: train.train_step(
-      s, b, spec=spec, seed=seed, total_steps=total,
-      steps_per_epoch=STEPS_PER_EPOCH))
-  make_views = jax.jit(lambda b, k: data.device_views(b, k, spec))
   patch = method.encoder.patch_size
   draw = jax.jit(lambda k: masks.multiblock_masks(
       mask_key(seed, k), BATCH, (SIZE // patch, SIZE // patch),

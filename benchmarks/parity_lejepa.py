@@ -45,7 +45,7 @@ import warnings
 import numpy as np
 
 from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
-                           worst)
+                           ssljax_setup, worst)
 
 # MINIMAL.md's launch command: +lamb=0.02 +V=4 +proj_dim=16 +lr=2e-3
 # (+bs=256 +epochs=800 there; here a batch of 16 and 5-step epochs).
@@ -96,32 +96,13 @@ def ssljax_lejepa(config, steps: int, seed: int = 0, float64: bool = False):
   params and state) of ssljax's train_step."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from ssljax import data, methods, optimizers, train, train_state  # pylint: disable=import-outside-toplevel
-  spec = data.view_spec(config.views)
-  method = methods.build(config)
-  lr_fn = optimizers.create_learning_rate_fn(
-      config.optim, config.batch_size, STEPS_PER_EPOCH, steps)
-  tx = optimizers.create_optimizer(config.optim, lr_fn, STEPS_PER_EPOCH,
-                                   steps)
-  shapes = train.batch_spec(config, (28, 28, 1), spec=spec)
-  state = train_state.create_train_state(method, tx, jax.random.key(seed),
-                                         shapes)
-  if float64:
-    wide = lambda tree: jax.tree.map(
-        lambda a: a.astype(jnp.float64)
-        if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
-    params = wide(state.params)
-    state = state.replace(params=params, opt_state=tx.init(params),
-                          method_state=wide(state.method_state))
-  initial = jax.device_get((state.params, state.method_state))
-  dtype = np.float64 if float64 else np.float32
-  source = data.open_split("fashion_mnist_local", f"train[:{steps * BATCH}]",
-                           download=False)
-  images, labels = np.asarray(source.images), np.asarray(source.labels)
-  step = jax.jit(lambda s, b: train.train_step(
-      s, b, spec=spec, seed=seed, total_steps=steps,
-      steps_per_epoch=STEPS_PER_EPOCH))
-  make_views = jax.jit(lambda b, k: data.device_views(b, k, spec))
+  run = ssljax_setup(config, steps, seed=seed, float64=float64,
+                     image_shape=(28, 28, 1))
+  lr_fn, state = (run.lr_fn, run.state)
+  initial, dtype, step, make_views = (run.initial, run.dtype, run.step,
+                                      run.make_views)
+  images = run.images
+  labels = run.labels
   draw = jax.jit(lambda k: jax.random.normal(
       k, (config.model.projector[-1], config.lejepa.num_slices), dtype))
   views, gaussians, losses = [], [], []

@@ -31,7 +31,7 @@ import types
 import numpy as np
 
 from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
-                           worst)
+                           ssljax_setup, worst)
 
 CHANNELS = 3  # the official patchify reads 3 channels
 
@@ -71,30 +71,12 @@ def ssljax_mae(config, steps: int, seed: int = 0, float64: bool = False):
   ssljax's train_step (in float64 throughout with ``float64``)."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from ssljax import data, methods, optimizers, train, train_state  # pylint: disable=import-outside-toplevel
-  spec = data.view_spec(config.views)
-  method = methods.build(config)
-  lr_fn = optimizers.create_learning_rate_fn(
-      config.optim, config.batch_size, STEPS_PER_EPOCH, steps)
-  tx = optimizers.create_optimizer(config.optim, lr_fn, STEPS_PER_EPOCH,
-                                   steps)
-  shapes = train.batch_spec(config, (28, 28, CHANNELS), spec=spec)
-  state = train_state.create_train_state(method, tx, jax.random.key(seed),
-                                         shapes)
-  if float64:
-    params = jax.tree.map(
-        lambda a: a.astype(jnp.float64)
-        if jnp.issubdtype(a.dtype, jnp.floating) else a, state.params)
-    state = state.replace(params=params, opt_state=tx.init(params))
-  initial = jax.device_get(state.params)
-  dtype = np.float64 if float64 else np.float32
-  source = data.open_split("fashion_mnist_local", f"train[:{steps * BATCH}]",
-                           download=False)
-  images = np.asarray(source.images)
-  step = jax.jit(lambda s, b: train.train_step(
-      s, b, spec=spec, seed=seed, total_steps=steps,
-      steps_per_epoch=STEPS_PER_EPOCH))
-  make_views = jax.jit(lambda b, k: data.device_views(b, k, spec))
+  run = ssljax_setup(config, steps, seed=seed, float64=float64,
+                     image_shape=(28, 28, CHANNELS))
+  lr_fn, state = (run.lr_fn, run.state)
+  initial, dtype, step, make_views = (run.initial[0], run.dtype, run.step,
+                                      run.make_views)
+  images = run.images
   views, losses = [], []
   for k in range(steps):
     batch = {"images": images[k * BATCH:(k + 1) * BATCH]}
