@@ -8,37 +8,21 @@ rounding (measured 2026-11-27 over 20 steps: losses within 2.4e-15,
 updates within 2.5e-10 of their size, twice the rounding reference).
 """
 
-import argparse
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER = os.environ.get("SSLJAX_DINO_PEER", "")
+import step_parity_util as util
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.isdir(PEER),
-                       reason="set SSLJAX_DINO_PEER to a facebookresearch/"
-                              "dino checkout"),
-]
+PEER_VARIABLE = "SSLJAX_DINO_PEER"
+pytestmark = util.marks(PEER_VARIABLE, "a facebookresearch/dino checkout")
 
 
 @pytest.fixture(scope="module")
 def step_parity():
-  pytest.importorskip("torch")
-  pytest.importorskip("torchvision")
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-  import step_parity as module  # pylint: disable=import-outside-toplevel
-  return module
+  return util.step_parity_module("torch", "torchvision")
 
 
 def _args(**kw):
-  base = dict(method="dino", peer=PEER, steps=5, local=0, set=None,
-              float64=True, out="unused")
-  base.update(kw)
-  return argparse.Namespace(**base)
+  return util.args("dino", PEER_VARIABLE, **{"steps": 5, **kw})
 
 
 def test_dino_step_equals_the_official_step_in_float64(step_parity):

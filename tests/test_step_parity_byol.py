@@ -11,37 +11,21 @@ the official code's own float32 warm-up learning rate (measured
 2.3e-16).
 """
 
-import argparse
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER = os.environ.get("SSLJAX_BYOL_PEER", "")
+import step_parity_util as util
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.isdir(os.path.join(PEER, "byol")),
-                       reason="set SSLJAX_BYOL_PEER to a google-deepmind/"
-                              "deepmind-research checkout"),
-]
+PEER_VARIABLE = "SSLJAX_BYOL_PEER"
+pytestmark = util.marks(PEER_VARIABLE, "a google-deepmind/deepmind-research checkout", subfolder="byol")
 
 
 @pytest.fixture(scope="module")
 def step_parity():
-  pytest.importorskip("haiku")
-  pytest.importorskip("tree")
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-  import step_parity as module  # pylint: disable=import-outside-toplevel
-  return module
+  return util.step_parity_module("haiku", "tree")
 
 
 def _args(**kw):
-  base = dict(method="byol", peer=PEER, steps=10, local=0, set=None,
-              optimizer=None, float64=True, out="unused")
-  base.update(kw)
-  return argparse.Namespace(**base)
+  return util.args("byol", PEER_VARIABLE, **kw)
 
 
 def test_byol_step_equals_the_official_step_in_float64(step_parity):

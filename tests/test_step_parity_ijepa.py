@@ -9,39 +9,22 @@ tensors within 3.1e-12 of their update), and ssljax's learning-rate,
 weight-decay and momentum schedules equal the official schedulers'.
 """
 
-import argparse
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER = os.environ.get("SSLJAX_IJEPA_PEER", "")
+import step_parity_util as util
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.isdir(PEER),
-                       reason="set SSLJAX_IJEPA_PEER to a facebookresearch/"
-                              "ijepa checkout"),
-]
+PEER_VARIABLE = "SSLJAX_IJEPA_PEER"
+pytestmark = util.marks(PEER_VARIABLE, "a facebookresearch/ijepa checkout")
 
 
 @pytest.fixture(scope="module")
 def step_parity():
-  pytest.importorskip("torch")
-  pytest.importorskip("torchvision")
-  pytest.importorskip("yaml")
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-  import step_parity as module  # pylint: disable=import-outside-toplevel
-  return module
+  return util.step_parity_module("torch", "torchvision", "yaml")
 
 
 def _args(**kw):
   # 10 steps: the warm-up (1 epoch of 5 steps) ends inside the run.
-  base = dict(method="ijepa", peer=PEER, steps=10, local=0, set=None,
-              float64=True, mask_batches=0, out="unused")
-  base.update(kw)
-  return argparse.Namespace(**base)
+  return util.args("ijepa", PEER_VARIABLE, **kw)
 
 
 def test_ijepa_step_equals_the_official_step_in_float64(step_parity):

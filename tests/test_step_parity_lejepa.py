@@ -9,37 +9,21 @@ rounding at every step (measured 2026-11-27 over 20 steps: docs/fidelity.md).
 MINIMAL.md's cosine needs a second epoch, so the shortest run is 10 steps.
 """
 
-import argparse
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER = os.environ.get("SSLJAX_LEJEPA_PEER", "")
+import step_parity_util as util
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.isdir(PEER),
-                       reason="set SSLJAX_LEJEPA_PEER to an rbalestr-lab/"
-                              "lejepa checkout"),
-]
+PEER_VARIABLE = "SSLJAX_LEJEPA_PEER"
+pytestmark = util.marks(PEER_VARIABLE, "an rbalestr-lab/lejepa checkout")
 
 
 @pytest.fixture(scope="module")
 def step_parity():
-  pytest.importorskip("torch")
-  pytest.importorskip("timm")
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-  import step_parity as module  # pylint: disable=import-outside-toplevel
-  return module
+  return util.step_parity_module("torch", "timm")
 
 
 def _args(**kw):
-  base = dict(method="lejepa", peer=PEER, steps=10, local=0, set=None,
-              float64=True, out="unused")
-  base.update(kw)
-  return argparse.Namespace(**base)
+  return util.args("lejepa", PEER_VARIABLE, **kw)
 
 
 def test_lejepa_step_equals_the_official_step_in_float64(step_parity):

@@ -10,40 +10,24 @@ within 5e-12 of their update, as the official code against itself on 1
 thread).
 """
 
-import argparse
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER = os.environ.get("SSLJAX_MAE_PEER", "")
+import step_parity_util as util
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.isdir(PEER),
-                       reason="set SSLJAX_MAE_PEER to a facebookresearch/"
-                              "mae checkout"),
-]
+PEER_VARIABLE = "SSLJAX_MAE_PEER"
+pytestmark = util.marks(PEER_VARIABLE, "a facebookresearch/mae checkout")
 
 
 @pytest.fixture(scope="module")
 def step_parity():
-  pytest.importorskip("torch")
-  pytest.importorskip("timm")
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-  import step_parity as module  # pylint: disable=import-outside-toplevel
-  return module
+  return util.step_parity_module("torch", "timm")
 
 
 def _args(**kw):
   # 10 steps: 2 epochs of 5, the first the warm-up, so that the official
   # learning rate reaches its peak and decays (in a run as long as its
   # warm-up ssljax's ends a step early, to reach the peak).
-  base = dict(method="mae", peer=PEER, steps=10, local=0, set=None,
-              float64=True, out="unused")
-  base.update(kw)
-  return argparse.Namespace(**base)
+  return util.args("mae", PEER_VARIABLE, **kw)
 
 
 def test_mae_step_equals_the_official_step_in_float64(step_parity):

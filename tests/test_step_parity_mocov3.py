@@ -11,38 +11,22 @@ BatchNorm running variances differ by PyTorch's unbiased batch variance
 only (documented in docs/fidelity.md).
 """
 
-import argparse
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER = os.environ.get("SSLJAX_MOCOV3_PEER", "")
+import step_parity_util as util
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.isdir(PEER),
-                       reason="set SSLJAX_MOCOV3_PEER to a facebookresearch/"
-                              "moco-v3 checkout"),
-]
+PEER_VARIABLE = "SSLJAX_MOCOV3_PEER"
+pytestmark = util.marks(PEER_VARIABLE, "a facebookresearch/moco-v3 checkout")
 
 
 @pytest.fixture(scope="module")
 def step_parity():
-  for name in ("torch", "torchvision", "timm"):
-    pytest.importorskip(name)
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-  import step_parity as module  # pylint: disable=import-outside-toplevel
-  return module
+  return util.step_parity_module("torch", "torchvision", "timm")
 
 
 def _args(**kw):
   # 10 steps: the warm-up (1 epoch of 5 steps) and some of the cosine.
-  base = dict(method="mocov3", peer=PEER, steps=10, local=0, set=None,
-              optimizer=None, float64=True, out="unused")
-  base.update(kw)
-  return argparse.Namespace(**base)
+  return util.args("mocov3", PEER_VARIABLE, **kw)
 
 
 def _assert_equal_steps(result):
