@@ -253,6 +253,25 @@ def _peak_device_bytes():
   return None if peak is None else int(peak)
 
 
+def timed_steps(compiled, state, batch, args):
+  """``args.warmup`` steps, then the median over ``args.repeats`` windows
+  of ``args.steps`` steps of the seconds per step, the same batch every
+  step; (state, last metrics, the windows' seconds per step).
+  """
+  import jax
+  for _ in range(args.warmup):
+    state, metrics = compiled(state, batch)
+  jax.block_until_ready(state)
+  windows = []
+  for _ in range(args.repeats):
+    start = time.perf_counter()
+    for _ in range(args.steps):
+      state, metrics = compiled(state, batch)
+    jax.block_until_ready(metrics)
+    windows.append((time.perf_counter() - start) / args.steps)
+  return state, metrics, windows
+
+
 def run_model(name: str, args) -> dict:
   """Builds the recipe's state, step and pipeline; times them (one row)."""
   import jax
@@ -340,16 +359,7 @@ def run_model(name: str, args) -> dict:
             "matrix_products": text.count("stablehlo.dot_general"),
             "phases_s": phases}
 
-  for _ in range(args.warmup):
-    state, metrics = compiled(state, batch)
-  jax.block_until_ready(state)
-  windows = []
-  for _ in range(args.repeats):
-    start = time.perf_counter()
-    for _ in range(args.steps):
-      state, metrics = compiled(state, batch)
-    jax.block_until_ready(metrics)
-    windows.append((time.perf_counter() - start) / args.steps)
+  state, metrics, windows = timed_steps(compiled, state, batch, args)
   step_s = float(np.median(windows))
   del batch
   phase("step_timing")
@@ -702,16 +712,7 @@ def run_fair_jax(name: str, args) -> list:
     compiled = lowered.compile()
     compile_s = time.perf_counter() - start
     flops = stablehlo_matmul_flops(lowered.as_text())
-    for _ in range(args.warmup):
-      state, metrics = compiled(state, batch)
-    jax.block_until_ready(state)
-    windows = []
-    for _ in range(args.repeats):
-      start = time.perf_counter()
-      for _ in range(args.steps):
-        state, metrics = compiled(state, batch)
-      jax.block_until_ready(metrics)
-      windows.append((time.perf_counter() - start) / args.steps)
+    state, metrics, windows = timed_steps(compiled, state, batch, args)
     step_s = float(np.median(windows))
     finite = all(math.isfinite(float(v)) for v in jax.device_get(
         metrics).values() if np.ndim(v) == 0)
