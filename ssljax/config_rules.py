@@ -163,6 +163,14 @@ def value_at(config, path: str, default=_MISSING):
   return node
 
 
+def where_set(config, rules: Mapping[str, Rule]) -> dict[str, Rule]:
+  """The entries of ``rules`` (dotted path -> rule) whose path ``config``
+  sets: the optional fields of a method, checked where a config sets them
+  and absent (their old behaviour) elsewhere."""
+  return {path: rule for path, rule in rules.items()
+          if value_at(config, path, _MISSING) is not _MISSING}
+
+
 def check_fields(config, rules: Mapping[str, Rule]) -> list[str]:
   """Applies ``rules`` (dotted path -> rule) to ``config``.
 

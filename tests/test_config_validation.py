@@ -396,3 +396,13 @@ def test_online_probe_features_checked_before_the_data():
                      match=r"config.evals.online_probe.features='clean': "
                            r"must be one of 'inference', 'train_forward'"):
     config_validation.validate(config)
+
+
+def test_where_set_keeps_only_the_rules_of_fields_the_config_sets():
+  from ml_collections import config_dict  # pylint: disable=import-outside-toplevel
+  from ssljax import config_rules  # pylint: disable=import-outside-toplevel
+  c = config_dict.ConfigDict({"optim": {"b2": 0.95, "mask": None}})
+  rules = {"optim.b2": config_rules.real(0.0, 1.0),
+           "optim.mask": config_rules.one_of("kernels", "all"),
+           "optim.absent": config_rules.boolean, "model.absent": None}
+  assert set(config_rules.where_set(c, rules)) == {"optim.b2", "optim.mask"}

@@ -79,9 +79,8 @@ class Method(single_network.SingleNetworkMethod):
 
   @classmethod
   def config_fields(cls, config):
-    present = {path: rule for path, rule in OPTIONAL_FIELDS.items()
-               if rules.value_at(config, path, None) is not None}
-    return {**FIELDS, **present, **super().config_fields(config)}
+    return {**FIELDS, **rules.where_set(config, OPTIONAL_FIELDS),
+            **super().config_fields(config)}
 
   @classmethod
   def check_config(cls, config):

@@ -37,10 +37,9 @@ class Method(ema_teacher.EMATeacherMixin, student.PredictorMethod):
     # kernels only ("kernels", which LARS needs). Read where a config sets
     # it; absent, "kernels" (the recipes that do not set it keep their
     # steps).
-    present = ({"optim.weight_decay_mask": rules.one_of("kernels", "all")}
-               if rules.value_at(config, "optim.weight_decay_mask", None)
-               is not None else {})
-    return {**present, **super().config_fields(config)}
+    return {**rules.where_set(config, {
+        "optim.weight_decay_mask": rules.one_of("kernels", "all")}),
+            **super().config_fields(config)}
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule

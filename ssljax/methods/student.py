@@ -12,7 +12,6 @@ __all__ = ["PREDICTOR_FIELDS", "PredictorMethod", "flat", "crops_graph",
 
 PREDICTOR_FIELDS = {"model.projector": rules.nonempty_widths,
                     "model.predictor": rules.nonempty_widths}
-_ABSENT = object()  # an optional field the config does not set
 
 
 def stack(outs, key):
@@ -46,6 +45,6 @@ class PredictorMethod(single_network.SingleNetworkMethod):
   @classmethod
   def config_fields(cls, config):
     # The heads' last-layer form: optional, checked where a config sets it.
-    present = {path: rules.boolean for path in networks.HEAD_FORM_FIELDS
-               if rules.value_at(config, path, _ABSENT) is not _ABSENT}
-    return {**PREDICTOR_FIELDS, **present, **super().config_fields(config)}
+    optional = {path: rules.boolean for path in networks.HEAD_FORM_FIELDS}
+    return {**PREDICTOR_FIELDS, **rules.where_set(config, optional),
+            **super().config_fields(config)}
