@@ -17,7 +17,7 @@ from benchmarks import methods, methods_config  # noqa: E402
 
 
 def _fake_run(out, config, seed, *, probe, online, knn=0.7, rank=40.0,
-              seconds=100.0, steps=234, batch=256, raw=None):
+              seconds=100.0, steps=234, batch=256, raw=None, epochs=1.0):
   workdir = methods.run_dir(str(out), config, seed)
   os.makedirs(workdir)
   evals = {"probe/test_accuracy": probe, "knn/test_accuracy": knn,
@@ -29,14 +29,14 @@ def _fake_run(out, config, seed, *, probe, online, knn=0.7, rank=40.0,
     json.dump({"evals": evals, "steps": steps,
                "seconds": {"train_steps": seconds}}, f)
   with open(os.path.join(workdir, "config.json"), "w") as f:
-    json.dump({"batch_size": batch}, f)
+    json.dump({"batch_size": batch, "epochs": epochs}, f)
 
 
 def test_table_means_stds_gaps_and_failures(tmp_path):
   _fake_run(tmp_path, "vicreg", 0, probe=0.80, online=0.78, raw=0.84)
   _fake_run(tmp_path, "vicreg", 1, probe=0.82, online=0.76, raw=0.84,
             seconds=200.0)
-  _fake_run(tmp_path, "lejepa:cnn", 0, probe=0.88, online=0.47)
+  _fake_run(tmp_path, "lejepa:cnn", 0, probe=0.88, online=0.47, epochs=0.5)
   os.makedirs(methods.run_dir(str(tmp_path), "lejepa:cnn", 1))  # failed
   assert methods.main(["--configs", "vicreg", "lejepa:cnn", "lejepa", "dino",
                        "--seeds", "0", "1", "--out", str(tmp_path),
@@ -63,11 +63,12 @@ def test_table_means_stds_gaps_and_failures(tmp_path):
                   f"{methods.END}\n")
   rows = {line.split(" | ")[0][2:]: line for line in page.splitlines()
           if line.startswith("| `")}
-  assert rows["`vicreg`"].startswith("| `vicreg` | 2 | 0.8100 ± 0.0141 |")
-  assert "| 1 (1 failed) | 0.8800 |" in rows["`lejepa:cnn`"]
+  assert rows["`vicreg`"].startswith(
+      "| `vicreg` | 2 | 1.0 ± 0.0 | 0.8100 ± 0.0141 |")
+  assert "| 1 (1 failed) | 0.5 | 0.8800 |" in rows["`lejepa:cnn`"]
   assert "| -0.4100 |" in rows["`lejepa:cnn`"]
   assert "not run: ViT-Tiny" in rows["`lejepa`"]
-  assert rows["`dino`"].startswith("| `dino` | 0 (not run) | — |")
+  assert rows["`dino`"].startswith("| `dino` | 0 (not run) | — | — |")
   assert saved["table"]["dino"]["failed"] == []
   assert "more than 0.08 from the offline probe: `lejepa:cnn`" in page
   assert "Machine: " in page and "Command: `python benchmarks/methods.py" \
@@ -91,6 +92,12 @@ def test_job_command_and_benchmark_config():
   assert cmd == ["py", "-m", "ssljax.main", "--config",
                  "benchmarks/methods_config.py:lejepa:cnn",
                  "--config.epochs=1", "--config.seed=2", "--workdir", "w"]
+  # The small-ViT variants keep their config's epochs.
+  assert methods.job_command("py", "dinov2:cpu", 0, None, "w")[4:] == [
+      "benchmarks/methods_config.py:dinov2:cpu", "--config.seed=0",
+      "--workdir", "w"]
+  for name in methods.ALL_CONFIGS:  # every row's config exists and builds
+    assert methods_config.get_config(name).evals
   config = methods_config.get_config("lejepa:cnn")
   assert sorted(config.evals.keys()) == sorted(methods_config.KEPT)
   assert all(config.evals[k].every_steps is None for k in config.evals)
