@@ -45,7 +45,7 @@ them, parameters replicated: the main job's mesh), for each model of
   aliased), which every backend gives.
 
 **fair** (the same work on both sides), for the models of FAIR_TWINS in
-``--models`` (r50_in1k; vitb16_mae, whose PyTorch twin is not built yet):
+``--models`` (r50_in1k, vitb16_mae; vitt4_mae_fmnist, ssljax only):
 
 * **peak**: the device's bf16 matrix rate measured in the same run: a
   ``--peak_size``³ (8192) bfloat16 product in jax, median of 3 windows;
@@ -64,23 +64,31 @@ them, parameters replicated: the main job's mesh), for each model of
   made on the GPU by the same crop and colour operations as
   `ssljax.data.device_views` for the recipe's view spec, per-sample random
   parameters (that module's docstring says how). ``--smoke`` shrinks it to
-  one bottleneck block per stage at a quarter width;
+  one bottleneck block per stage at a quarter width. For vitb16_mae: MAE
+  (``MaskedAutoencoder``: torchvision's ViT-B/16 blocks as the encoder of
+  the visible 25 % of the patches, a decoder 512 wide with 8 blocks, the
+  normalised-pixel loss in float32) with AdamW (kernels decayed), bf16
+  autocast; ``--smoke`` gives it the recipe's smoke sizes. The first of
+  ``--torch_modes`` runs after each model's ssljax rows, the others after
+  every model's first (a run cut short loses those rows first);
 * each row: img/s, step ms, **FLOPs per image**, the standard count
   (matrix products and convolutions, 2 per multiply-add, forward and
   backward; the view ops' products too): ssljax's from the lowered step
   (``stablehlo_matmul_flops``; XLA's own cost analysis is in the JSON only:
   ``xla_flops`` says why), PyTorch's by ``torch.utils.flop_counter`` of one
-  eager step. On ResNet-50's step the two counts agree (51.19 GFLOP per
-  image with views given); ``--flops_only`` prints the count alone. Then
-  achieved
-  TFLOP/s and **MFU** = FLOPs per image × img/s ÷ devices ÷ the measured
-  peak; compile s (ssljax) or first-call s (PyTorch: torch.compile's
-  compilation); peak device memory (ssljax: the process's running maximum,
-  ready row first; PyTorch: per row). Then the ratio ssljax / PyTorch per
-  device for each view mode and torch mode.
+  eager step (attention by the math backend while counting). The two
+  counts agree with views given ready: 51.19 GFLOP per image on
+  ResNet-50's step, 58.46 on ViT-B/16 MAE's; ``--flops_only`` prints the
+  count alone. Then
+  achieved TFLOP/s and **MFU** = FLOPs per image × img/s ÷ devices ÷ the
+  measured peak; compile s (ssljax) or first-call s (PyTorch:
+  torch.compile's compilation); peak device memory (ssljax: the process's
+  running maximum, ready row first; PyTorch: per row). Then the ratio
+  ssljax / PyTorch per device for each view mode and torch mode.
 * ``--profile DIR``: after each row's timing, a trace of
   ``--profile_steps`` more steps (``jax.profiler.trace`` with a perfetto
-  trace; ``torch.profiler`` with its Chrome trace), each row's top
+  trace; ``torch.profiler`` with its Chrome trace, for the modes of
+  ``--profile_torch_modes``), each row's top
   ``--profile_top`` ops by device time as text (DIR/*_top.txt) and all of
   them in DIR/profile_summary.txt, readable on a machine without a GPU.
 
@@ -425,7 +433,7 @@ def run_model(name: str, args) -> dict:
 # -------------------------------------------------------------- same work --
 # Models with same-work rows (--parts fair), and the PyTorch twin of each
 # (benchmarks/accelerator_torch.py; None: no twin built yet).
-FAIR_TWINS = {"r50_in1k": "resnet50_vicreg", "vitb16_mae": None,
+FAIR_TWINS = {"r50_in1k": "resnet50_vicreg", "vitb16_mae": "vit_mae",
               "vitt4_mae_fmnist": None}
 SOURCE_SIZES = {"smoke": 80, "full": 256}  # side of the uint8 source images
 PEAK_SIZES = {"smoke": 256, "full": 8192}  # n of the n x n x n bf16 matmul
@@ -584,29 +592,47 @@ def fair_views(spec, source_size: int) -> dict:
 
 def torch_twin(name: str, args) -> dict | None:
   """The spec of the PyTorch step that does the work of ``name``'s ssljax
-  step (None: no twin): its model, loss, LARS, batch and views."""
+  step (None: no twin): its model, loss, optimiser (LARS for the
+  ResNet-50 VICReg twin, AdamW for the ViT MAE twin), batch and views."""
   from ssljax import data
   kind = FAIR_TWINS.get(name)
   if kind is None:
     return None
   config = model_config(CASES[name], args)
   spec = data.view_spec(config.views)
+  common = {"kind": kind, "model": name,
+            "batch": config.batch_size // _device_count(),
+            "source_size": source_side(CASES[name], args),
+            "views": fair_views(spec, source_side(CASES[name], args))}
+  if kind == "vit_mae":
+    kw, dec, o = (config.model.encoder_kwargs, config.model.mae_decoder,
+                  config.optim)
+    return dict(common,
+                encoder={"patch_size": kw.patch_size,
+                         "hidden_dim": kw.hidden_dim, "depth": kw.depth,
+                         "num_heads": kw.num_heads,
+                         "mlp_ratio": kw.get("mlp_ratio", 4.0)},
+                decoder={"width": dec.width, "depth": dec.depth,
+                         "num_heads": dec.num_heads},
+                mask_ratio=config.masks.mask_ratio,
+                norm_pix_loss=bool(config.loss.norm_pix_loss),
+                optim={"lr": o.learning_rate * config.batch_size / 256,
+                       "b1": o.get("b1", 0.9), "b2": o.get("b2", 0.999),
+                       "eps": 1e-8, "weight_decay": o.weight_decay})
   loss, lars = config.loss, config.optim.lars
-  return {"kind": kind, "model": name,
-          "projector": list(config.model.projector),
-          # --smoke: a one-block-per-stage, quarter-width ResNet-50 (the
-          # recipe's smoke encoder is a narrow ResNet-50 too).
-          "layers": [1, 1, 1, 1] if args.smoke else [3, 4, 6, 3],
-          "width_per_group": 16 if args.smoke else 64,
-          "loss": {"inv": loss.inv_weight, "var": loss.var_weight,
-                   "cov": loss.cov_weight, "eps": loss.eps},
-          "optim": {"lr": config.optim.learning_rate * config.batch_size / 256,
-                    "momentum": lars.momentum,
-                    "weight_decay": config.optim.weight_decay,
-                    "eta": lars.trust_coefficient},
-          "batch": config.batch_size // _device_count(),
-          "source_size": source_side(CASES[name], args),
-          "views": fair_views(spec, source_side(CASES[name], args))}
+  return dict(common,
+              projector=list(config.model.projector),
+              # --smoke: a one-block-per-stage, quarter-width ResNet-50 (the
+              # recipe's smoke encoder is a narrow ResNet-50 too).
+              layers=[1, 1, 1, 1] if args.smoke else [3, 4, 6, 3],
+              width_per_group=16 if args.smoke else 64,
+              loss={"inv": loss.inv_weight, "var": loss.var_weight,
+                    "cov": loss.cov_weight, "eps": loss.eps},
+              optim={"lr": config.optim.learning_rate * config.batch_size
+                           / 256,
+                     "momentum": lars.momentum,
+                     "weight_decay": config.optim.weight_decay,
+                     "eta": lars.trust_coefficient})
 
 
 def _device_count() -> int:
@@ -801,7 +827,8 @@ def run_fair_torch(name: str, mode: str, args) -> list:
     os.makedirs(args.profile, exist_ok=True)
   rows = accelerator_torch.run(
       twin, device=args.torch_device, mode=mode, warmup=args.warmup,
-      steps=args.steps, repeats=args.repeats, profile_dir=args.profile,
+      steps=args.steps, repeats=args.repeats,
+      profile_dir=args.profile if mode in args.profile_torch_modes else None,
       profile_steps=args.profile_steps, profile_top=args.profile_top)
   title = CASES[name].title
   return [dict(base, title=title, **r) for r in rows]
@@ -872,7 +899,7 @@ def fair_markdown(result: dict) -> list:
             "GFLOP/img | TFLOP/s | MFU % | compile or first step s | "
             "peak device memory |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-  for r in fair["rows"]:
+  for r in fair_order(fair["rows"]):
     title = r.get("title", r["model"])
     if "skipped" in r or "error" in r:
       why = r.get("skipped") or "failed: " + " ".join(r["error"].split())[
@@ -894,6 +921,19 @@ def fair_markdown(result: dict) -> list:
     lines.append(f"ssljax / PyTorch {mode} img/s per device, {model}, "
                  f"{VIEW_MODES[view_mode]}: {value:.2f}.")
   return lines
+
+
+def fair_order(rows: list) -> list:
+  """The same-work rows in table order: by model (in the order they first
+  appear), ssljax's rows first, then PyTorch's by mode in the order they
+  ran; within those, as they ran (ready views, then views made on the
+  GPU)."""
+  models = list(dict.fromkeys(r["model"] for r in rows))
+  modes = list(dict.fromkeys(r["torch_mode"] for r in rows
+                             if r["side"] != "ssljax"))
+  return sorted(rows, key=lambda r: (
+      models.index(r["model"]),
+      -1 if r["side"] == "ssljax" else modes.index(r["torch_mode"])))
 
 
 def fair_ratios(rows: list) -> dict:
@@ -1029,6 +1069,9 @@ def parse_args(argv=None):
                       help="--parts fair: only count each model's FLOPs per "
                       "image in both view modes (lowered, not compiled: "
                       "seconds on a CPU)")
+  parser.add_argument("--profile_torch_modes", default=None,
+                      help="with --profile: the PyTorch modes traced "
+                      "(comma list; default: every mode of --torch_modes)")
   parser.add_argument("--profile_steps", type=int, default=3)
   parser.add_argument("--profile_top", type=int, default=25)
   parser.add_argument("--torch_python", default=sys.executable,
@@ -1073,6 +1116,9 @@ def parse_args(argv=None):
   args.torch_modes = modes.split(",")
   if set(args.torch_modes) - {"compile", "eager"}:
     parser.error(f"--torch_modes: expected compile and/or eager, got {modes}")
+  args.profile_torch_modes = (args.profile_torch_modes.split(",")
+                              if args.profile_torch_modes
+                              else list(args.torch_modes))
   if args.profile:
     args.profile = os.path.abspath(args.profile)
   args.in_process = (args.isolate == "no"
@@ -1102,6 +1148,7 @@ def child_argv(args, extra: list[str]) -> list[str]:
           "--peak_size", str(args.peak_size),
           "--profile_steps", str(args.profile_steps),
           "--profile_top", str(args.profile_top),
+          "--profile_torch_modes", ",".join(args.profile_torch_modes),
           *(("--profile", args.profile) if args.profile else ()), *extra,
           *(("--compilation_cache", args.compilation_cache)
             if args.compilation_cache else ())]
@@ -1180,9 +1227,11 @@ def _in_child_or_here(args, child: str, here, timeout: float,
 def run_fair_rows(args, result: dict) -> None:
   """The same-work rows: the measured peak, then for each model of
   FAIR_TWINS in --models, ssljax's step on ready views and on views made on
-  the device, then its PyTorch twin in each of --torch_modes (its own
-  process, ``--torch_python``; compile first); MFU filled in for every row.
-  The PyTorch twin's spec goes to its process as JSON."""
+  the device and its PyTorch twin in the first of --torch_modes (its own
+  process, ``--torch_python``); then the twins in the other modes, model
+  after model (so that a run stopped by its time limit loses the eager
+  rows first); MFU filled in for every row. The PyTorch twin's spec goes to
+  its process as JSON."""
   fair = result["fair"] = {"peak": None, "rows": []}
   if args.flops_only:
     fair["flops_only"] = [r for m in args.models if m in FAIR_TWINS
@@ -1195,7 +1244,9 @@ def run_fair_rows(args, result: dict) -> None:
     fair["peak"] = {"error": f"{type(e).__name__}: {e}"}
   print(json.dumps({"peak": fair["peak"]}), flush=True)
   write_result(args, result)
-  for name in (m for m in args.models if m in FAIR_TWINS):
+  names = [m for m in args.models if m in FAIR_TWINS]
+  twins = {}
+  for name in names:
     print(f"{name} (same work) ...", flush=True)
     try:
       rows = _in_child_or_here(
@@ -1214,27 +1265,36 @@ def run_fair_rows(args, result: dict) -> None:
     if twin is not None and "error" not in twin:
       twin["views_text"] = next((r["views"] for r in rows if "views" in r),
                                 "")
-    for mode in args.torch_modes:
-      base = {"side": "pytorch", "model": name, "torch_mode": mode,
-              "title": CASES[name].title}
-      if args.torch == "off":
-        rows = [dict(base, skipped="--torch off")]
-      elif twin is None:
-        rows = [dict(base, skipped="no PyTorch twin of this recipe yet")]
-      elif "error" in twin:
-        rows = [dict(base, error=twin["error"])]
-      else:
-        try:
-          rows = _child(child_argv(args, [
-              "--child", f"fair_torch:{name}:{mode}",
-              "--twin", json.dumps(twin)]), args.model_timeout,
-                        args.torch_python)["rows"]
-        except Exception as e:  # pylint: disable=broad-except
-          rows = [dict(base, error=f"{type(e).__name__}: {e}")]
-      add_fair_rows(result, rows)
+    twins[name] = twin
+    for mode in args.torch_modes[:1]:
+      add_fair_rows(result, run_twin_rows(name, mode, twin, args))
+      write_result(args, result)
+  for mode in args.torch_modes[1:]:
+    for name in names:
+      add_fair_rows(result, run_twin_rows(name, mode, twins[name], args))
       write_result(args, result)
   if args.profile:
     write_profile_summary(args.profile, result["fair"]["rows"])
+
+
+def run_twin_rows(name: str, mode: str, twin, args) -> list:
+  """The PyTorch twin's rows of ``name`` in ``mode`` (its own process), or
+  one row saying why there are none (skipped, or the error)."""
+  base = {"side": "pytorch", "model": name, "torch_mode": mode,
+          "title": CASES[name].title}
+  if args.torch == "off":
+    return [dict(base, skipped="--torch off")]
+  if twin is None:
+    return [dict(base, skipped="no PyTorch twin of this recipe yet")]
+  if "error" in twin:
+    return [dict(base, error=twin["error"])]
+  try:
+    return _child(child_argv(args, [
+        "--child", f"fair_torch:{name}:{mode}",
+        "--twin", json.dumps(twin)]), args.model_timeout,
+                  args.torch_python)["rows"]
+  except Exception as e:  # pylint: disable=broad-except
+    return [dict(base, error=f"{type(e).__name__}: {e}")]
 
 
 def add_fair_rows(result: dict, rows: list) -> None:
@@ -1251,7 +1311,7 @@ def add_fair_rows(result: dict, rows: list) -> None:
 def write_profile_summary(profile_dir: str, rows: list) -> str:
   """DIR/profile_summary.txt: every profiled row's top-ops text, in order."""
   parts = []
-  for r in rows:
+  for r in fair_order(rows):
     path = r.get("profile")
     if path and os.path.exists(path):
       with open(path) as f:

@@ -233,11 +233,90 @@ def test_twin_of_the_resnet50_recipe():
   assert [o["solarize_prob"] for o in views["ops"]] == [0.0, 0.2]
   assert all(o["jitter_prob"] == 0.8 and o["hue"] == 0.1 and
              o["grayscale_prob"] == 0.2 for o in views["ops"])
-  assert accelerator.torch_twin("vitb16_mae", args) is None
+  assert accelerator.torch_twin("vitt4_mae_fmnist", args) is None
   assert args.torch_modes == ["compile", "eager"] and args.parts == [
       "recipe", "fair"]
   smoke = accelerator.parse_args(["--out", "unused", "--smoke"])
   assert smoke.torch_modes == ["eager"] and smoke.source_size == 80
+
+
+def test_twin_of_the_mae_recipe():
+  """The PyTorch twin of vitb16_mae does configs/imagenet_vit.py:mae's
+  work: ViT-B/16 (768 wide, 12 blocks, 12 heads), decoder 512 wide, 8
+  blocks, 16 heads, mask ratio 0.75, normalised pixels, AdamW (β2 0.95,
+  weight decay 0.05, 1.5e-4 per 256), batch 256, one 224 px view of scale
+  0.2-1 with flips only."""
+  args = accelerator.parse_args(["--out", "unused"])
+  twin = accelerator.torch_twin("vitb16_mae", args)
+  assert twin["kind"] == "vit_mae" and twin["batch"] == 256
+  assert twin["encoder"] == {"patch_size": 16, "hidden_dim": 768,
+                             "depth": 12, "num_heads": 12, "mlp_ratio": 4.0}
+  assert twin["decoder"] == {"width": 512, "depth": 8, "num_heads": 16}
+  assert twin["mask_ratio"] == 0.75 and twin["norm_pix_loss"] is True
+  assert twin["optim"] == {"lr": 1.5e-4, "b1": 0.9, "b2": 0.95, "eps": 1e-8,
+                           "weight_decay": 0.05}
+  views = twin["views"]
+  assert views["sizes"] == [224] and views["crop_scale"] == [[0.2, 1.0]]
+  (ops,) = views["ops"]
+  assert ops["flip_prob"] == 0.5 and ops["jitter_prob"] == 0.0
+  assert ops["blur_prob"] == ops["solarize_prob"] == ops["grayscale_prob"] \
+      == 0.0
+
+
+def test_mae_twin_counts_and_pieces_agree_with_ssljax():
+  """The PyTorch MAE twin at the recipe's smoke sizes: the flop counter of
+  one eager step equals ssljax's count of its lowered step (views given
+  ready) to the FLOP; its loss, sine-cosine positions and patch order are
+  ssljax's on the same inputs."""
+  torch = pytest.importorskip("torch")
+  import numpy as np
+  from benchmarks import accelerator_torch as tv
+  from ssljax import losses, models
+  args = accelerator.parse_args(["--out", "unused", "--smoke", "--parts",
+                                 "fair"])
+  twin = accelerator.torch_twin("vitb16_mae", args)
+  b, size = twin["batch"], twin["views"]["sizes"][0]
+  _, step = tv.make_step(twin, torch.device("cpu"))
+  torch_flops = tv.count_flops(step, torch.rand(b, 3, size, size)) / b
+  (ready,) = [r for r in accelerator.count_fair_flops("vitb16_mae", args)
+              if r["view_mode"] == "ready"]
+  assert ready["flops_per_image"] == torch_flops > 0
+  rng = np.random.default_rng(0)
+  pred, target = rng.normal(size=(2, 2, 6, 12)).astype(np.float32)
+  mask = (rng.random((2, 6)) < 0.75).astype(np.float32)
+  got = tv.mae_loss(*(torch.from_numpy(a) for a in (pred, target, mask)))
+  np.testing.assert_allclose(
+      float(got), float(losses.mae(pred, target, mask, norm_pix_loss=True)),
+      rtol=1e-5)
+  np.testing.assert_array_equal(
+      tv.sincos_positions(16, 4).numpy(),
+      np.asarray(models.vit.sincos_pos_embed_2d(16, (4, 4))))
+  images = rng.random((2, 8, 8, 3)).astype(np.float32)
+  mae = tv.MaskedAutoencoder(image_size=8, patch_size=4, hidden_dim=8,
+                             depth=1, num_heads=2, decoder_width=8,
+                             decoder_depth=1, decoder_heads=2)
+  np.testing.assert_array_equal(
+      mae.patchify(torch.from_numpy(images).permute(0, 3, 1, 2)).numpy(),
+      np.asarray(models.patchify(images, 4)))
+
+
+@pytest.mark.slow
+def test_mae_counts_agree_between_the_sides():
+  """The full ViT-B/16 MAE step: ssljax's count and the PyTorch twin's
+  flop counter (one eager step on the CPU, batch 2) give the same FLOPs
+  per image with views given ready (58.46 GFLOP)."""
+  torch = pytest.importorskip("torch")
+  from benchmarks import accelerator_torch
+  args = accelerator.parse_args(["--out", "unused", "--batch_per_device",
+                                 "2", "--parts", "fair"])
+  rows = {r["view_mode"]: r for r in accelerator.count_fair_flops(
+      "vitb16_mae", args)}
+  twin = accelerator.torch_twin("vitb16_mae", args)
+  _, step = accelerator_torch.make_step(twin, torch.device("cpu"))
+  torch_flops = accelerator_torch.count_flops(
+      step, torch.rand(2, 3, 224, 224)) / 2
+  assert rows["ready"]["flops_per_image"] == torch_flops
+  assert 58.4e9 < torch_flops < 58.5e9
 
 
 def test_torch_view_ops_match_ssljax_on_the_same_draws():
@@ -330,6 +409,25 @@ def test_fair_smoke_resnet50_against_pytorch_on_cpu(tmp_path):
       "ready" in table
   with open(os.path.join(profile, "profile_summary.txt")) as f:
     assert f.read().count("=== PyTorch eager, r50_in1k") == 2
+
+
+@pytest.mark.slow
+def test_fair_smoke_mae_against_pytorch_on_cpu(tmp_path):
+  """The same-work table of the ViT MAE recipe with its PyTorch twin on the
+  CPU (eager, smoke sizes): every row measured, the FLOPs of the two sides
+  equal with views given ready."""
+  pytest.importorskip("torch")
+  out = str(tmp_path / "out")
+  result = accelerator.main([
+      "--out", out, "--smoke", "--isolate", "no", "--parts", "fair",
+      "--models", "vitb16_mae", "--torch_device", "cpu"])
+  _check_fair(result, ["vitb16_mae"], ["eager"])
+  rows = {(r["side"], r["view_mode"]): r for r in result["fair"]["rows"]}
+  assert rows[("pytorch", "ready")]["flops_per_image"] == rows[
+      ("ssljax", "ready")]["flops_per_image"]
+  with open(os.path.join(out, "accelerator.md")) as f:
+    assert "ssljax / PyTorch eager img/s per device, vitb16_mae, views " \
+        "given ready" in f.read()
 
 
 def test_compile_only_fills_the_cache_that_the_timed_run_loads(
