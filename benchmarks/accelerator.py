@@ -79,7 +79,7 @@ them, parameters replicated: the main job's mesh), for each model of
   eager step (attention by the math backend while counting). The two
   counts agree with views given ready: 51.19 GFLOP per image on
   ResNet-50's step, 58.46 on ViT-B/16 MAE's; ``--flops_only`` prints the
-  count alone. Then
+  count alone (and the products not in bf16, `wide_products`). Then
   achieved TFLOP/s and **MFU** = FLOPs per image × img/s ÷ devices ÷ the
   measured peak; compile s (ssljax) or first-call s (PyTorch:
   torch.compile's compilation); peak device memory (ssljax: the process's
@@ -533,6 +533,120 @@ def stablehlo_matmul_flops(text: str) -> float:
   return total("main")
 
 
+_LOC_DEF = re.compile(r"^#(loc\d*) = loc\((.*)\)\s*$")
+_OP_LOC = re.compile(r"loc\(#(loc\d*)\)\s*$")
+
+
+def _frames(ref: str, locs: dict) -> list:
+  """[(name or None, "file:line" or None)] of an MLIR location, innermost
+  frame first (a jax op's name, then its call stack)."""
+  body = locs.get(ref, "unknown")
+  m = re.match(r"callsite\(#(loc\d*) at #(loc\d*)\)$", body)
+  if m:
+    return _frames(m.group(1), locs) + _frames(m.group(2), locs)
+  m = re.match(r'"([^"]*)"\(#(loc\d*)\)$', body)
+  if m:
+    inner = _frames(m.group(2), locs)
+    if inner and inner[0][0] is None:
+      return [(m.group(1), inner[0][1])] + inner[1:]
+    return [(m.group(1), None)] + inner
+  m = re.match(r'"([^"]*)":(\d+)', body)
+  return [(None, f"{m.group(1)}:{m.group(2)}")] if m else []
+
+
+def matrix_products(text: str) -> list:
+  """Every matrix product and convolution of a lowered jax program, with
+  where it comes from.
+
+  Args:
+    text: ``lowered.as_text(debug_info=True)`` (StableHLO with jax's
+      location metadata: each op's name and Python call stack).
+
+  Returns:
+    one dict per op (in program order; an op in a function called k times
+    from ``main`` once, with ``calls`` k): "kind" ("dot_general" |
+    "convolution"), "types" (lhs, rhs, result MLIR tensor types), "dtypes"
+    (their element types), "precision" (the dot_general's operand
+    precisions, "" for a convolution), "flops" (2 per multiply-add, times
+    ``calls``: `stablehlo_matmul_flops`'s count), "calls", "op_name" (jax's
+    name stack, e.g. ".../projector/Dense_0/dot_general") and "source"
+    (the innermost frame in an ``ssljax/`` file: "function path:line", or
+    "?").
+
+  Raises:
+    ValueError: a product line without its operand types.
+  """
+  locs = {}
+  for line in text.splitlines():
+    m = _LOC_DEF.match(line)
+    if m:
+      locs[m.group(1)] = m.group(2)
+  funcs, current = {}, None
+  for line in text.splitlines():
+    m = _FUNC.search(line)
+    if m:
+      current = funcs.setdefault(m.group(1), {"ops": [], "calls": []})
+      continue
+    if current is None:
+      continue
+    current["calls"] += _CALL.findall(line)
+    if "stablehlo.dot_general" in line or "stablehlo.convolution" in line:
+      current["ops"].append(line)
+  order, seen = [], set()
+
+  def visit(name):  # callers before callees (reverse post-order)
+    if name in seen or name not in funcs:
+      return
+    seen.add(name)
+    for callee in funcs[name]["calls"]:
+      visit(callee)
+    order.append(name)
+
+  visit("main")
+  calls = {name: 0 for name in funcs}
+  calls["main"] = 1
+  for name in reversed(order):
+    for callee in funcs[name]["calls"]:
+      calls[callee] += calls[name]
+  out = []
+  for name in reversed(order):
+    for line in funcs[name]["ops"]:
+      types = _OPERANDS.search(line).groups()
+      ref = _OP_LOC.search(line)
+      frames = _frames(ref.group(1), locs) if ref else []
+      precision = re.search(r"precision = \[([^\]]*)\]", line)
+      out.append({
+          "kind": ("dot_general" if "stablehlo.dot_general" in line
+                   else "convolution"),
+          "types": list(types),
+          "dtypes": [t[len("tensor<"):-1].split("x")[-1] for t in types],
+          "precision": precision.group(1) if precision else "",
+          "flops": _op_flops(line) * calls[name], "calls": calls[name],
+          "op_name": next((n for n, _ in frames if n and "/" in n),
+                          frames[0][0] if frames else "?"),
+          "source": next((f"{n} {f}" for n, f in frames
+                          if f and "/ssljax/" in f), "?")})
+  return out
+
+
+def wide_products(text: str, batch: int) -> dict:
+  """The matrix products of a lowered step (``matrix_products``) whose
+  operands are not both bfloat16: {"flops_per_image": their FLOPs per
+  image, "share": their share of all products' FLOPs, "ops": one dict per
+  op (kind, shapes, precision, GFLOP per image, op name, source), largest
+  first}."""
+  ops = matrix_products(text)
+  total = sum(o["flops"] for o in ops) or 1.0
+  wide = [o for o in ops if o["dtypes"][:2] != ["bf16", "bf16"]]
+  return {"flops_per_image": sum(o["flops"] for o in wide) / batch,
+          "share": sum(o["flops"] for o in wide) / total,
+          "ops": [{"kind": o["kind"], "types": o["types"],
+                   "precision": o["precision"],
+                   "flops_per_image": o["flops"] / batch,
+                   "op_name": o["op_name"], "source": o["source"]}
+                  for o in sorted(wide, key=lambda o: -o["flops"])]}
+
+
 def mfu(flops_per_image: float, images_per_s: float, devices: int,
         peak_flop_per_s: float) -> float:
   """Model FLOPs utilisation: achieved model FLOP/s per device over the
@@ -780,7 +894,9 @@ def run_fair_jax(name: str, args) -> list:
 def count_fair_flops(name: str, args) -> list:
   """FLOPs per image of ``name``'s step in both view modes, lowered only
   (no parameters made, nothing compiled or run): the standard count
-  (`stablehlo_matmul_flops`) that the same-work rows use, on any machine."""
+  (`stablehlo_matmul_flops`) that the same-work rows use, on any machine;
+  and the products whose operands are not both bfloat16, with their
+  source lines (`wide_products`), one dict per view mode."""
   import jax
   import jax.numpy as jnp
   from ssljax import data, methods, optimizers, train, train_state
@@ -803,10 +919,14 @@ def count_fair_flops(name: str, args) -> list:
   batches = {"ready": {"ready_views": jax.ShapeDtypeStruct(
                  (len(sizes), b, sizes[0], sizes[0], source[2]), jnp.float32)},
              "gpu": {"images": jax.ShapeDtypeStruct((b, *source), jnp.uint8)}}
-  return [{"model": name, "view_mode": mode, "batch": b,
-           "flops_per_image": stablehlo_matmul_flops(
-               step_fn.lower(state, batch).as_text()) / b}
-          for mode, batch in batches.items()]
+  rows = []
+  for mode, batch in batches.items():
+    text = step_fn.lower(state, batch).as_text(debug_info=True)
+    rows.append({"model": name, "view_mode": mode, "batch": b,
+                 "dtype": config.model.dtype,
+                 "flops_per_image": stablehlo_matmul_flops(text) / b,
+                 "wide_products": wide_products(text, b)})
+  return rows
 
 
 def run_fair_torch(name: str, mode: str, args) -> list:
@@ -871,16 +991,39 @@ def _fair_label(r: dict) -> str:
 VIEW_MODES = {"ready": "views given ready", "gpu": "views made on the GPU"}
 
 
+def _flops_lines(r: dict) -> list:
+  """``--flops_only``'s text of one count: the FLOPs per image, then the
+  products whose operands are not both bfloat16 (a table)."""
+  lines = ["", f"FLOPs per image (matrix products and convolutions), "
+           f"{r['model']}, {VIEW_MODES[r['view_mode']]}, batch "
+           f"{r['batch']}: {r['flops_per_image'] / 1e9:.4f} GFLOP."]
+  wide = r.get("wide_products")
+  if not wide:
+    return lines
+  lines.append(f"Of which products with an operand not in bfloat16 (the "
+               f"step's dtype: {r.get('dtype', '?')}): {len(wide['ops'])}, "
+               f"{wide['flops_per_image'] / 1e9:.4f} GFLOP per image, "
+               f"{100 * wide['share']:.2f} %.")
+  if wide["ops"]:
+    lines += ["", "| GFLOP/img | op | lhs, rhs -> result | precision | "
+              "op name | source |", "|---:|---|---|---|---|---|"]
+  for o in wide["ops"]:
+    shapes = (f"{o['types'][0][7:-1]}, {o['types'][1][7:-1]} -> "
+              f"{o['types'][2][7:-1]}")
+    source = re.sub(r"^(\S+) .*/(ssljax/)", r"\1 \2", o["source"])
+    lines.append(f"| {o['flops_per_image'] / 1e9:.4f} | {o['kind']} | "
+                 f"{shapes} | {o['precision'] or '-'} | "
+                 f"{o['op_name'][-70:]} | {source} |")
+  return lines
+
+
 def fair_markdown(result: dict) -> list:
   """The same-work table's lines (empty without --parts fair)."""
   fair = result.get("fair")
   if not fair:
     return []
   if "flops_only" in fair:
-    return [""] + [f"FLOPs per image (matrix products and convolutions), "
-                   f"{r['model']}, {VIEW_MODES[r['view_mode']]}, batch "
-                   f"{r['batch']}: {r['flops_per_image'] / 1e9:.4f} GFLOP."
-                   for r in fair["flops_only"]]
+    return [line for r in fair["flops_only"] for line in _flops_lines(r)]
   peak = fair.get("peak") or {}
   lines = [""]
   if "flop_per_s" in peak:

@@ -171,6 +171,41 @@ def test_stablehlo_count_equals_the_formula():
       2 * 2 * 8 * 32 * 16)
 
 
+def test_wide_products_name_their_source():
+  """`matrix_products` / `wide_products` of a lowered program: a bf16
+  product is not listed; the VICReg loss's two float32 covariances are,
+  at precision HIGHEST, with their FLOPs, op name and ssljax source line;
+  a function called twice counts twice, as `stablehlo_matmul_flops`."""
+  import jax
+  import jax.numpy as jnp
+  from ssljax import losses
+  n, d, k = 8, 16, 32
+  z1, z2 = jnp.ones((n, d)), jnp.ones((n, k))
+  w = jnp.ones((d, k), jnp.bfloat16)
+  step = lambda z1, z2, w: losses.vicreg_two_view(
+      (z1.astype(jnp.bfloat16) @ w).astype(jnp.float32), z2)
+  text = jax.jit(step).lower(z1, z2, w).as_text(debug_info=True)
+  ops = accelerator.matrix_products(text)
+  assert sum(o["flops"] for o in ops) == accelerator.stablehlo_matmul_flops(
+      text) == 2 * n * d * k + 2 * (2 * k * k * n)
+  wide = accelerator.wide_products(text, n)
+  assert [o["precision"] for o in wide["ops"]] == ["HIGHEST, HIGHEST"] * 2
+  assert wide["flops_per_image"] == 2 * 2 * k * k
+  assert wide["share"] == pytest.approx(4 * k * k * n / (
+      2 * n * d * k + 4 * k * k * n))
+  for o in wide["ops"]:
+    assert o["source"].startswith("_covariance ")
+    assert "ssljax/losses/vicreg.py:" in o["source"]
+    assert o["op_name"].endswith("dot_general")
+    assert o["types"][2] == f"tensor<{k}x{k}xf32>"
+  a, w = jnp.ones((8, 32)), jnp.ones((32, 16))
+  inner = jax.jit(lambda a, w: a @ w)
+  text = jax.jit(lambda a, w: inner(a, w) + inner(a, w)).lower(
+      a, w).as_text(debug_info=True)
+  (op,) = accelerator.matrix_products(text)
+  assert op["calls"] == 2 and op["flops"] == 2 * 2 * 8 * 32 * 16
+
+
 @pytest.mark.slow
 def test_resnet50_counts_agree_between_the_sides():
   """ssljax's count of its full ResNet-50 VICReg step and the flop counter
