@@ -534,6 +534,34 @@ def _fair_result(rows, peak=800e12):
           "load_average_before": (0, 0, 0), "load_average_after": (0, 0, 0)}
 
 
+def test_fair_rows_run_every_compile_row_before_the_eager_ones(
+    tmp_path, monkeypatch):
+  """--parts fair runs each model's ssljax rows and its first torch mode,
+  then the other modes model after model (a run stopped early loses the
+  eager rows first); the table lists them by model again."""
+  monkeypatch.setattr(accelerator, "run_peak", lambda args: {
+      "flop_per_s": 1e12, "size": 256, "device_kind": "cpu",
+      "windows_s": [1.0] * 3})
+  monkeypatch.setattr(accelerator, "run_fair_jax", lambda name, args: [
+      {"side": "ssljax", "model": name, "title": name, "torch_mode": None,
+       "view_mode": "ready", "views": "1×64", "batch": 8, "devices": 1,
+       "step_s": 0.1, "images_per_s": 80.0, "flops_per_image": 1e9,
+       "compile_s": 1.0, "peak_device_bytes": None}])
+  result = accelerator.main([
+      "--out", str(tmp_path), "--smoke", "--isolate", "no", "--parts",
+      "fair", "--models", "r50_in1k,vitb16_mae", "--torch", "off",
+      "--torch_modes", "compile,eager"])
+  ran = [(r["model"], r["torch_mode"]) for r in result["fair"]["rows"]]
+  assert ran == [("r50_in1k", None), ("r50_in1k", "compile"),
+                 ("vitb16_mae", None), ("vitb16_mae", "compile"),
+                 ("r50_in1k", "eager"), ("vitb16_mae", "eager")]
+  table = [(r["model"], r["torch_mode"])
+           for r in accelerator.fair_order(result["fair"]["rows"])]
+  assert table == [("r50_in1k", None), ("r50_in1k", "compile"),
+                   ("r50_in1k", "eager"), ("vitb16_mae", None),
+                   ("vitb16_mae", "compile"), ("vitb16_mae", "eager")]
+
+
 def test_table_marks_failed_models_and_unknown_memory():
   row = {"model": "r18_cifar", "title": "ResNet-18 CIFAR VICReg",
          "views": "2×32", "dtype": "float32", "batch": 8, "devices": 1,
