@@ -45,7 +45,7 @@ them, parameters replicated: the main job's mesh), for each model of
   aliased), which every backend gives.
 
 **fair** (the same work on both sides), for the models of FAIR_TWINS in
-``--models`` (r50_in1k; vitb16_mae, whose PyTorch twin is not built yet):
+``--models`` (r50_in1k, vitb16_mae; vitt4_mae_fmnist, ssljax only):
 
 * **peak**: the device's bf16 matrix rate measured in the same run: a
   ``--peak_size``³ (8192) bfloat16 product in jax, median of 3 windows;
@@ -64,23 +64,31 @@ them, parameters replicated: the main job's mesh), for each model of
   made on the GPU by the same crop and colour operations as
   `ssljax.data.device_views` for the recipe's view spec, per-sample random
   parameters (that module's docstring says how). ``--smoke`` shrinks it to
-  one bottleneck block per stage at a quarter width;
+  one bottleneck block per stage at a quarter width. For vitb16_mae: MAE
+  (``MaskedAutoencoder``: torchvision's ViT-B/16 blocks as the encoder of
+  the visible 25 % of the patches, a decoder 512 wide with 8 blocks, the
+  normalised-pixel loss in float32) with AdamW (kernels decayed), bf16
+  autocast; ``--smoke`` gives it the recipe's smoke sizes. The first of
+  ``--torch_modes`` runs after each model's ssljax rows, the others after
+  every model's first (a run cut short loses those rows first);
 * each row: img/s, step ms, **FLOPs per image**, the standard count
   (matrix products and convolutions, 2 per multiply-add, forward and
   backward; the view ops' products too): ssljax's from the lowered step
   (``stablehlo_matmul_flops``; XLA's own cost analysis is in the JSON only:
   ``xla_flops`` says why), PyTorch's by ``torch.utils.flop_counter`` of one
-  eager step. On ResNet-50's step the two counts agree (51.19 GFLOP per
-  image with views given); ``--flops_only`` prints the count alone. Then
-  achieved
-  TFLOP/s and **MFU** = FLOPs per image × img/s ÷ devices ÷ the measured
-  peak; compile s (ssljax) or first-call s (PyTorch: torch.compile's
-  compilation); peak device memory (ssljax: the process's running maximum,
-  ready row first; PyTorch: per row). Then the ratio ssljax / PyTorch per
-  device for each view mode and torch mode.
+  eager step (attention by the math backend while counting). The two
+  counts agree with views given ready: 51.19 GFLOP per image on
+  ResNet-50's step, 58.46 on ViT-B/16 MAE's; ``--flops_only`` prints the
+  count alone (and the products not in bf16, `wide_products`). Then
+  achieved TFLOP/s and **MFU** = FLOPs per image × img/s ÷ devices ÷ the
+  measured peak; compile s (ssljax) or first-call s (PyTorch:
+  torch.compile's compilation); peak device memory (ssljax: the process's
+  running maximum, ready row first; PyTorch: per row). Then the ratio
+  ssljax / PyTorch per device for each view mode and torch mode.
 * ``--profile DIR``: after each row's timing, a trace of
   ``--profile_steps`` more steps (``jax.profiler.trace`` with a perfetto
-  trace; ``torch.profiler`` with its Chrome trace), each row's top
+  trace; ``torch.profiler`` with its Chrome trace, for the modes of
+  ``--profile_torch_modes``), each row's top
   ``--profile_top`` ops by device time as text (DIR/*_top.txt) and all of
   them in DIR/profile_summary.txt, readable on a machine without a GPU.
 
@@ -425,7 +433,7 @@ def run_model(name: str, args) -> dict:
 # -------------------------------------------------------------- same work --
 # Models with same-work rows (--parts fair), and the PyTorch twin of each
 # (benchmarks/accelerator_torch.py; None: no twin built yet).
-FAIR_TWINS = {"r50_in1k": "resnet50_vicreg", "vitb16_mae": None,
+FAIR_TWINS = {"r50_in1k": "resnet50_vicreg", "vitb16_mae": "vit_mae",
               "vitt4_mae_fmnist": None}
 SOURCE_SIZES = {"smoke": 80, "full": 256}  # side of the uint8 source images
 PEAK_SIZES = {"smoke": 256, "full": 8192}  # n of the n x n x n bf16 matmul
@@ -525,6 +533,120 @@ def stablehlo_matmul_flops(text: str) -> float:
   return total("main")
 
 
+_LOC_DEF = re.compile(r"^#(loc\d*) = loc\((.*)\)\s*$")
+_OP_LOC = re.compile(r"loc\(#(loc\d*)\)\s*$")
+
+
+def _frames(ref: str, locs: dict) -> list:
+  """[(name or None, "file:line" or None)] of an MLIR location, innermost
+  frame first (a jax op's name, then its call stack)."""
+  body = locs.get(ref, "unknown")
+  m = re.match(r"callsite\(#(loc\d*) at #(loc\d*)\)$", body)
+  if m:
+    return _frames(m.group(1), locs) + _frames(m.group(2), locs)
+  m = re.match(r'"([^"]*)"\(#(loc\d*)\)$', body)
+  if m:
+    inner = _frames(m.group(2), locs)
+    if inner and inner[0][0] is None:
+      return [(m.group(1), inner[0][1])] + inner[1:]
+    return [(m.group(1), None)] + inner
+  m = re.match(r'"([^"]*)":(\d+)', body)
+  return [(None, f"{m.group(1)}:{m.group(2)}")] if m else []
+
+
+def matrix_products(text: str) -> list:
+  """Every matrix product and convolution of a lowered jax program, with
+  where it comes from.
+
+  Args:
+    text: ``lowered.as_text(debug_info=True)`` (StableHLO with jax's
+      location metadata: each op's name and Python call stack).
+
+  Returns:
+    one dict per op (in program order; an op in a function called k times
+    from ``main`` once, with ``calls`` k): "kind" ("dot_general" |
+    "convolution"), "types" (lhs, rhs, result MLIR tensor types), "dtypes"
+    (their element types), "precision" (the dot_general's operand
+    precisions, "" for a convolution), "flops" (2 per multiply-add, times
+    ``calls``: `stablehlo_matmul_flops`'s count), "calls", "op_name" (jax's
+    name stack, e.g. ".../projector/Dense_0/dot_general") and "source"
+    (the innermost frame in an ``ssljax/`` file: "function path:line", or
+    "?").
+
+  Raises:
+    ValueError: a product line without its operand types.
+  """
+  locs = {}
+  for line in text.splitlines():
+    m = _LOC_DEF.match(line)
+    if m:
+      locs[m.group(1)] = m.group(2)
+  funcs, current = {}, None
+  for line in text.splitlines():
+    m = _FUNC.search(line)
+    if m:
+      current = funcs.setdefault(m.group(1), {"ops": [], "calls": []})
+      continue
+    if current is None:
+      continue
+    current["calls"] += _CALL.findall(line)
+    if "stablehlo.dot_general" in line or "stablehlo.convolution" in line:
+      current["ops"].append(line)
+  order, seen = [], set()
+
+  def visit(name):  # callers before callees (reverse post-order)
+    if name in seen or name not in funcs:
+      return
+    seen.add(name)
+    for callee in funcs[name]["calls"]:
+      visit(callee)
+    order.append(name)
+
+  visit("main")
+  calls = {name: 0 for name in funcs}
+  calls["main"] = 1
+  for name in reversed(order):
+    for callee in funcs[name]["calls"]:
+      calls[callee] += calls[name]
+  out = []
+  for name in reversed(order):
+    for line in funcs[name]["ops"]:
+      types = _OPERANDS.search(line).groups()
+      ref = _OP_LOC.search(line)
+      frames = _frames(ref.group(1), locs) if ref else []
+      precision = re.search(r"precision = \[([^\]]*)\]", line)
+      out.append({
+          "kind": ("dot_general" if "stablehlo.dot_general" in line
+                   else "convolution"),
+          "types": list(types),
+          "dtypes": [t[len("tensor<"):-1].split("x")[-1] for t in types],
+          "precision": precision.group(1) if precision else "",
+          "flops": _op_flops(line) * calls[name], "calls": calls[name],
+          "op_name": next((n for n, _ in frames if n and "/" in n),
+                          frames[0][0] if frames else "?"),
+          "source": next((f"{n} {f}" for n, f in frames
+                          if f and "/ssljax/" in f), "?")})
+  return out
+
+
+def wide_products(text: str, batch: int) -> dict:
+  """The matrix products of a lowered step (``matrix_products``) whose
+  operands are not both bfloat16: {"flops_per_image": their FLOPs per
+  image, "share": their share of all products' FLOPs, "ops": one dict per
+  op (kind, shapes, precision, GFLOP per image, op name, source), largest
+  first}."""
+  ops = matrix_products(text)
+  total = sum(o["flops"] for o in ops) or 1.0
+  wide = [o for o in ops if o["dtypes"][:2] != ["bf16", "bf16"]]
+  return {"flops_per_image": sum(o["flops"] for o in wide) / batch,
+          "share": sum(o["flops"] for o in wide) / total,
+          "ops": [{"kind": o["kind"], "types": o["types"],
+                   "precision": o["precision"],
+                   "flops_per_image": o["flops"] / batch,
+                   "op_name": o["op_name"], "source": o["source"]}
+                  for o in sorted(wide, key=lambda o: -o["flops"])]}
+
+
 def mfu(flops_per_image: float, images_per_s: float, devices: int,
         peak_flop_per_s: float) -> float:
   """Model FLOPs utilisation: achieved model FLOP/s per device over the
@@ -584,29 +706,47 @@ def fair_views(spec, source_size: int) -> dict:
 
 def torch_twin(name: str, args) -> dict | None:
   """The spec of the PyTorch step that does the work of ``name``'s ssljax
-  step (None: no twin): its model, loss, LARS, batch and views."""
+  step (None: no twin): its model, loss, optimiser (LARS for the
+  ResNet-50 VICReg twin, AdamW for the ViT MAE twin), batch and views."""
   from ssljax import data
   kind = FAIR_TWINS.get(name)
   if kind is None:
     return None
   config = model_config(CASES[name], args)
   spec = data.view_spec(config.views)
+  common = {"kind": kind, "model": name,
+            "batch": config.batch_size // _device_count(),
+            "source_size": source_side(CASES[name], args),
+            "views": fair_views(spec, source_side(CASES[name], args))}
+  if kind == "vit_mae":
+    kw, dec, o = (config.model.encoder_kwargs, config.model.mae_decoder,
+                  config.optim)
+    return dict(common,
+                encoder={"patch_size": kw.patch_size,
+                         "hidden_dim": kw.hidden_dim, "depth": kw.depth,
+                         "num_heads": kw.num_heads,
+                         "mlp_ratio": kw.get("mlp_ratio", 4.0)},
+                decoder={"width": dec.width, "depth": dec.depth,
+                         "num_heads": dec.num_heads},
+                mask_ratio=config.masks.mask_ratio,
+                norm_pix_loss=bool(config.loss.norm_pix_loss),
+                optim={"lr": o.learning_rate * config.batch_size / 256,
+                       "b1": o.get("b1", 0.9), "b2": o.get("b2", 0.999),
+                       "eps": 1e-8, "weight_decay": o.weight_decay})
   loss, lars = config.loss, config.optim.lars
-  return {"kind": kind, "model": name,
-          "projector": list(config.model.projector),
-          # --smoke: a one-block-per-stage, quarter-width ResNet-50 (the
-          # recipe's smoke encoder is a narrow ResNet-50 too).
-          "layers": [1, 1, 1, 1] if args.smoke else [3, 4, 6, 3],
-          "width_per_group": 16 if args.smoke else 64,
-          "loss": {"inv": loss.inv_weight, "var": loss.var_weight,
-                   "cov": loss.cov_weight, "eps": loss.eps},
-          "optim": {"lr": config.optim.learning_rate * config.batch_size / 256,
-                    "momentum": lars.momentum,
-                    "weight_decay": config.optim.weight_decay,
-                    "eta": lars.trust_coefficient},
-          "batch": config.batch_size // _device_count(),
-          "source_size": source_side(CASES[name], args),
-          "views": fair_views(spec, source_side(CASES[name], args))}
+  return dict(common,
+              projector=list(config.model.projector),
+              # --smoke: a one-block-per-stage, quarter-width ResNet-50 (the
+              # recipe's smoke encoder is a narrow ResNet-50 too).
+              layers=[1, 1, 1, 1] if args.smoke else [3, 4, 6, 3],
+              width_per_group=16 if args.smoke else 64,
+              loss={"inv": loss.inv_weight, "var": loss.var_weight,
+                    "cov": loss.cov_weight, "eps": loss.eps},
+              optim={"lr": config.optim.learning_rate * config.batch_size
+                           / 256,
+                     "momentum": lars.momentum,
+                     "weight_decay": config.optim.weight_decay,
+                     "eta": lars.trust_coefficient})
 
 
 def _device_count() -> int:
@@ -754,7 +894,9 @@ def run_fair_jax(name: str, args) -> list:
 def count_fair_flops(name: str, args) -> list:
   """FLOPs per image of ``name``'s step in both view modes, lowered only
   (no parameters made, nothing compiled or run): the standard count
-  (`stablehlo_matmul_flops`) that the same-work rows use, on any machine."""
+  (`stablehlo_matmul_flops`) that the same-work rows use, on any machine;
+  and the products whose operands are not both bfloat16, with their
+  source lines (`wide_products`), one dict per view mode."""
   import jax
   import jax.numpy as jnp
   from ssljax import data, methods, optimizers, train, train_state
@@ -777,10 +919,14 @@ def count_fair_flops(name: str, args) -> list:
   batches = {"ready": {"ready_views": jax.ShapeDtypeStruct(
                  (len(sizes), b, sizes[0], sizes[0], source[2]), jnp.float32)},
              "gpu": {"images": jax.ShapeDtypeStruct((b, *source), jnp.uint8)}}
-  return [{"model": name, "view_mode": mode, "batch": b,
-           "flops_per_image": stablehlo_matmul_flops(
-               step_fn.lower(state, batch).as_text()) / b}
-          for mode, batch in batches.items()]
+  rows = []
+  for mode, batch in batches.items():
+    text = step_fn.lower(state, batch).as_text(debug_info=True)
+    rows.append({"model": name, "view_mode": mode, "batch": b,
+                 "dtype": config.model.dtype,
+                 "flops_per_image": stablehlo_matmul_flops(text) / b,
+                 "wide_products": wide_products(text, b)})
+  return rows
 
 
 def run_fair_torch(name: str, mode: str, args) -> list:
@@ -801,7 +947,8 @@ def run_fair_torch(name: str, mode: str, args) -> list:
     os.makedirs(args.profile, exist_ok=True)
   rows = accelerator_torch.run(
       twin, device=args.torch_device, mode=mode, warmup=args.warmup,
-      steps=args.steps, repeats=args.repeats, profile_dir=args.profile,
+      steps=args.steps, repeats=args.repeats,
+      profile_dir=args.profile if mode in args.profile_torch_modes else None,
       profile_steps=args.profile_steps, profile_top=args.profile_top)
   title = CASES[name].title
   return [dict(base, title=title, **r) for r in rows]
@@ -844,16 +991,39 @@ def _fair_label(r: dict) -> str:
 VIEW_MODES = {"ready": "views given ready", "gpu": "views made on the GPU"}
 
 
+def _flops_lines(r: dict) -> list:
+  """``--flops_only``'s text of one count: the FLOPs per image, then the
+  products whose operands are not both bfloat16 (a table)."""
+  lines = ["", f"FLOPs per image (matrix products and convolutions), "
+           f"{r['model']}, {VIEW_MODES[r['view_mode']]}, batch "
+           f"{r['batch']}: {r['flops_per_image'] / 1e9:.4f} GFLOP."]
+  wide = r.get("wide_products")
+  if not wide:
+    return lines
+  lines.append(f"Of which products with an operand not in bfloat16 (the "
+               f"step's dtype: {r.get('dtype', '?')}): {len(wide['ops'])}, "
+               f"{wide['flops_per_image'] / 1e9:.4f} GFLOP per image, "
+               f"{100 * wide['share']:.2f} %.")
+  if wide["ops"]:
+    lines += ["", "| GFLOP/img | op | lhs, rhs -> result | precision | "
+              "op name | source |", "|---:|---|---|---|---|---|"]
+  for o in wide["ops"]:
+    shapes = (f"{o['types'][0][7:-1]}, {o['types'][1][7:-1]} -> "
+              f"{o['types'][2][7:-1]}")
+    source = re.sub(r"^(\S+) .*/(ssljax/)", r"\1 \2", o["source"])
+    lines.append(f"| {o['flops_per_image'] / 1e9:.4f} | {o['kind']} | "
+                 f"{shapes} | {o['precision'] or '-'} | "
+                 f"{o['op_name'][-70:]} | {source} |")
+  return lines
+
+
 def fair_markdown(result: dict) -> list:
   """The same-work table's lines (empty without --parts fair)."""
   fair = result.get("fair")
   if not fair:
     return []
   if "flops_only" in fair:
-    return [""] + [f"FLOPs per image (matrix products and convolutions), "
-                   f"{r['model']}, {VIEW_MODES[r['view_mode']]}, batch "
-                   f"{r['batch']}: {r['flops_per_image'] / 1e9:.4f} GFLOP."
-                   for r in fair["flops_only"]]
+    return [line for r in fair["flops_only"] for line in _flops_lines(r)]
   peak = fair.get("peak") or {}
   lines = [""]
   if "flop_per_s" in peak:
@@ -872,7 +1042,7 @@ def fair_markdown(result: dict) -> list:
             "GFLOP/img | TFLOP/s | MFU % | compile or first step s | "
             "peak device memory |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-  for r in fair["rows"]:
+  for r in fair_order(fair["rows"]):
     title = r.get("title", r["model"])
     if "skipped" in r or "error" in r:
       why = r.get("skipped") or "failed: " + " ".join(r["error"].split())[
@@ -894,6 +1064,19 @@ def fair_markdown(result: dict) -> list:
     lines.append(f"ssljax / PyTorch {mode} img/s per device, {model}, "
                  f"{VIEW_MODES[view_mode]}: {value:.2f}.")
   return lines
+
+
+def fair_order(rows: list) -> list:
+  """The same-work rows in table order: by model (in the order they first
+  appear), ssljax's rows first, then PyTorch's by mode in the order they
+  ran; within those, as they ran (ready views, then views made on the
+  GPU)."""
+  models = list(dict.fromkeys(r["model"] for r in rows))
+  modes = list(dict.fromkeys(r["torch_mode"] for r in rows
+                             if r["side"] != "ssljax"))
+  return sorted(rows, key=lambda r: (
+      models.index(r["model"]),
+      -1 if r["side"] == "ssljax" else modes.index(r["torch_mode"])))
 
 
 def fair_ratios(rows: list) -> dict:
@@ -1029,6 +1212,9 @@ def parse_args(argv=None):
                       help="--parts fair: only count each model's FLOPs per "
                       "image in both view modes (lowered, not compiled: "
                       "seconds on a CPU)")
+  parser.add_argument("--profile_torch_modes", default=None,
+                      help="with --profile: the PyTorch modes traced "
+                      "(comma list; default: every mode of --torch_modes)")
   parser.add_argument("--profile_steps", type=int, default=3)
   parser.add_argument("--profile_top", type=int, default=25)
   parser.add_argument("--torch_python", default=sys.executable,
@@ -1073,6 +1259,9 @@ def parse_args(argv=None):
   args.torch_modes = modes.split(",")
   if set(args.torch_modes) - {"compile", "eager"}:
     parser.error(f"--torch_modes: expected compile and/or eager, got {modes}")
+  args.profile_torch_modes = (args.profile_torch_modes.split(",")
+                              if args.profile_torch_modes
+                              else list(args.torch_modes))
   if args.profile:
     args.profile = os.path.abspath(args.profile)
   args.in_process = (args.isolate == "no"
@@ -1102,6 +1291,7 @@ def child_argv(args, extra: list[str]) -> list[str]:
           "--peak_size", str(args.peak_size),
           "--profile_steps", str(args.profile_steps),
           "--profile_top", str(args.profile_top),
+          "--profile_torch_modes", ",".join(args.profile_torch_modes),
           *(("--profile", args.profile) if args.profile else ()), *extra,
           *(("--compilation_cache", args.compilation_cache)
             if args.compilation_cache else ())]
@@ -1180,9 +1370,11 @@ def _in_child_or_here(args, child: str, here, timeout: float,
 def run_fair_rows(args, result: dict) -> None:
   """The same-work rows: the measured peak, then for each model of
   FAIR_TWINS in --models, ssljax's step on ready views and on views made on
-  the device, then its PyTorch twin in each of --torch_modes (its own
-  process, ``--torch_python``; compile first); MFU filled in for every row.
-  The PyTorch twin's spec goes to its process as JSON."""
+  the device and its PyTorch twin in the first of --torch_modes (its own
+  process, ``--torch_python``); then the twins in the other modes, model
+  after model (so that a run stopped by its time limit loses the eager
+  rows first); MFU filled in for every row. The PyTorch twin's spec goes to
+  its process as JSON."""
   fair = result["fair"] = {"peak": None, "rows": []}
   if args.flops_only:
     fair["flops_only"] = [r for m in args.models if m in FAIR_TWINS
@@ -1195,7 +1387,9 @@ def run_fair_rows(args, result: dict) -> None:
     fair["peak"] = {"error": f"{type(e).__name__}: {e}"}
   print(json.dumps({"peak": fair["peak"]}), flush=True)
   write_result(args, result)
-  for name in (m for m in args.models if m in FAIR_TWINS):
+  names = [m for m in args.models if m in FAIR_TWINS]
+  twins = {}
+  for name in names:
     print(f"{name} (same work) ...", flush=True)
     try:
       rows = _in_child_or_here(
@@ -1214,27 +1408,36 @@ def run_fair_rows(args, result: dict) -> None:
     if twin is not None and "error" not in twin:
       twin["views_text"] = next((r["views"] for r in rows if "views" in r),
                                 "")
-    for mode in args.torch_modes:
-      base = {"side": "pytorch", "model": name, "torch_mode": mode,
-              "title": CASES[name].title}
-      if args.torch == "off":
-        rows = [dict(base, skipped="--torch off")]
-      elif twin is None:
-        rows = [dict(base, skipped="no PyTorch twin of this recipe yet")]
-      elif "error" in twin:
-        rows = [dict(base, error=twin["error"])]
-      else:
-        try:
-          rows = _child(child_argv(args, [
-              "--child", f"fair_torch:{name}:{mode}",
-              "--twin", json.dumps(twin)]), args.model_timeout,
-                        args.torch_python)["rows"]
-        except Exception as e:  # pylint: disable=broad-except
-          rows = [dict(base, error=f"{type(e).__name__}: {e}")]
-      add_fair_rows(result, rows)
+    twins[name] = twin
+    for mode in args.torch_modes[:1]:
+      add_fair_rows(result, run_twin_rows(name, mode, twin, args))
+      write_result(args, result)
+  for mode in args.torch_modes[1:]:
+    for name in names:
+      add_fair_rows(result, run_twin_rows(name, mode, twins[name], args))
       write_result(args, result)
   if args.profile:
     write_profile_summary(args.profile, result["fair"]["rows"])
+
+
+def run_twin_rows(name: str, mode: str, twin, args) -> list:
+  """The PyTorch twin's rows of ``name`` in ``mode`` (its own process), or
+  one row saying why there are none (skipped, or the error)."""
+  base = {"side": "pytorch", "model": name, "torch_mode": mode,
+          "title": CASES[name].title}
+  if args.torch == "off":
+    return [dict(base, skipped="--torch off")]
+  if twin is None:
+    return [dict(base, skipped="no PyTorch twin of this recipe yet")]
+  if "error" in twin:
+    return [dict(base, error=twin["error"])]
+  try:
+    return _child(child_argv(args, [
+        "--child", f"fair_torch:{name}:{mode}",
+        "--twin", json.dumps(twin)]), args.model_timeout,
+                  args.torch_python)["rows"]
+  except Exception as e:  # pylint: disable=broad-except
+    return [dict(base, error=f"{type(e).__name__}: {e}")]
 
 
 def add_fair_rows(result: dict, rows: list) -> None:
@@ -1251,7 +1454,7 @@ def add_fair_rows(result: dict, rows: list) -> None:
 def write_profile_summary(profile_dir: str, rows: list) -> str:
   """DIR/profile_summary.txt: every profiled row's top-ops text, in order."""
   parts = []
-  for r in rows:
+  for r in fair_order(rows):
     path = r.get("profile")
     if path and os.path.exists(path):
       with open(path) as f:

@@ -6,16 +6,21 @@ parent hands it a *twin* spec (plain JSON, built from the recipe's config
 by ``accelerator.torch_twin``): the model, loss, optimiser and the view
 recipe of the ssljax step it is compared with.
 
-The step (``make_step``): torchvision's ResNet-50 (``fc`` removed) and the
-recipe's projector (Linear-BatchNorm-ReLU blocks and a last Linear), each
-view through the network on its own (BatchNorm per view, as ssljax's
+Two twins (``make_step``), each one train step. **resnet50_vicreg**:
+torchvision's ResNet-50 (``fc`` removed) and the recipe's projector
+(Linear-BatchNorm-ReLU blocks and a last Linear), each view through the
+network on its own (BatchNorm per view, as ssljax's
 `ssljax.methods.single_network.forward_views` and facebookresearch/vicreg),
 the VICReg loss (Bardes, Ponce & LeCun 2022, arXiv 2105.04906, Eq. 1-6,
 in float32), and LARS (You, Gitman & Ginsburg 2017, arXiv 1708.03888) in
 the order of ``optax.lars``, which ssljax's recipe uses: weight decay and
 the trust ratio η‖w‖/‖g‖ on parameters of ndim > 1 only, then the
 learning rate, then heavy-ball momentum. ``channels_last`` and bfloat16
-autocast; torch.compile optional.
+autocast. **vit_mae**: MAE (He et al. 2022, arXiv 2111.06377) on one
+view, `MaskedAutoencoder` (torchvision's ViT blocks for the encoder, the
+decoder and loss written from the paper) with ``torch.optim.AdamW``
+(weight decay on kernels only), bfloat16 autocast, the loss in float32.
+torch.compile optional for both.
 
 The views (``make_views``), for the "views made on the GPU" rows: the
 same operations in the same order as `ssljax.data.device_views` with
@@ -403,8 +408,216 @@ class Lars:
     torch._foreach_sub_(self.params, self.bufs)
 
 
+def sincos_positions(dim: int, grid: int) -> torch.Tensor:
+  """Fixed 2-D sine-cosine position embeddings (grid·grid, dim), float32.
+
+  MAE's table (He et al. 2022, arXiv 2111.06377, §A.1; Vaswani et al. 2017,
+  arXiv 1706.03762, §3.5): the first dim/2 channels encode a patch's
+  column, the last dim/2 its row, each half [sin(pos·ω), cos(pos·ω)] with
+  ω_k = 10000^(−k/(dim/4)); computed in float64, rounded to float32.
+  dim must be divisible by 4 (ValueError otherwise).
+  """
+  if dim % 4:
+    raise ValueError(f"sine-cosine embeddings need dim divisible by 4, got "
+                     f"{dim}")
+  omega = 1.0 / 10000 ** (torch.arange(dim // 4, dtype=torch.float64)
+                          / (dim / 4))
+  pos = torch.arange(grid, dtype=torch.float64)
+  rows, cols = torch.meshgrid(pos, pos, indexing="ij")
+
+  def one_axis(p):
+    out = p.reshape(-1)[:, None] * omega[None, :]
+    return torch.cat([torch.sin(out), torch.cos(out)], dim=1)
+
+  return torch.cat([one_axis(cols), one_axis(rows)], dim=1).float()
+
+
+def _no_dropout(module: nn.Module) -> nn.Module:
+  """``module`` with every nn.Dropout replaced by nn.Identity (ssljax's
+  ViT has none; a p = 0 dropout would still cost a kernel in eager mode)."""
+  for name, child in module.named_children():
+    if isinstance(child, nn.Dropout):
+      setattr(module, name, nn.Identity())
+    else:
+      _no_dropout(child)
+  return module
+
+
+class MaskedAutoencoder(nn.Module):
+  """MAE (He et al. 2022, "Masked Autoencoders Are Scalable Vision
+  Learners", arXiv 2111.06377, §3), the work of ssljax's MAE step
+  (`ssljax.methods.mae`): a ViT encoder on the visible patches only, a
+  light decoder on every patch, the per-patch MSE on the removed patches.
+
+  Encoder: torchvision's ``VisionTransformer`` parts (the patch-embedding
+  convolution ``conv_proj``, the class token, the pre-norm
+  ``EncoderBlock`` stack with LayerNorm eps 1e-6 and exact GELU, the final
+  LayerNorm; Dosovitskiy et al. 2021, arXiv 2010.11929) with fixed
+  sine-cosine positions (`sincos_positions`; the class token's is 0) in
+  place of its learned ones, and no dropout. Per image, a random
+  ⌊L·(1 − mask_ratio)⌋ of the L patches are kept (the argsort of uniform
+  noise, §3 "random sampling"); the position is added before the patches
+  are gathered, the class token is prepended after.
+
+  Decoder (§3 "MAE decoder"): a Linear from the encoder width D to the
+  decoder width W, a shared learned mask token at every removed position,
+  the tokens put back in patch order, fixed sine-cosine positions (W wide),
+  ``decoder_depth`` blocks of the same kind (``decoder_heads`` heads,
+  MLP 4W), a LayerNorm and a Linear to the p²·C pixel values of each patch
+  (the class token's prediction is dropped).
+
+  Loss (§3 "Reconstruction target", with per-patch normalised pixels):
+  each target patch minus its mean over its p²·C values, divided by
+  sqrt(unbiased variance + 1e-6); the squared error averaged over a patch's
+  values, then over the removed patches; computed in float32.
+
+  Args (constructor):
+    image_size, patch_size: the (square) views' side and the patch side.
+    hidden_dim, depth, num_heads, mlp_ratio: the encoder.
+    decoder_width, decoder_depth, decoder_heads: the decoder.
+    mask_ratio: the share of patches removed, in [0, 1).
+    norm_pix_loss: normalise each target patch (else raw pixels).
+    channels: C of the images.
+
+  ``forward(images)``: float (B, C, S, S) -> float32 0-d loss.
+
+  Raises:
+    ValueError: S not divisible by the patch side, or no patch kept.
+  """
+
+  def __init__(self, *, image_size: int, patch_size: int, hidden_dim: int,
+               depth: int, num_heads: int, mlp_ratio: float = 4.0,
+               decoder_width: int = 512, decoder_depth: int = 8,
+               decoder_heads: int = 16, mask_ratio: float = 0.75,
+               norm_pix_loss: bool = True, channels: int = 3):
+    super().__init__()
+    from torchvision.models.vision_transformer import (EncoderBlock,
+                                                       VisionTransformer)
+    if image_size % patch_size:
+      raise ValueError(f"image size {image_size} is not divisible by the "
+                       f"patch size {patch_size}")
+    grid = image_size // patch_size
+    self.patch, self.channels = patch_size, channels
+    self.num_patches = grid * grid
+    self.num_keep = int(self.num_patches * (1 - mask_ratio))
+    if not 0 <= mask_ratio < 1 or self.num_keep < 1:
+      raise ValueError(f"mask_ratio {mask_ratio} keeps {self.num_keep} of "
+                       f"{self.num_patches} patches")
+    self.norm_pix_loss = norm_pix_loss
+    mlp = int(hidden_dim * mlp_ratio)
+    vit = VisionTransformer(image_size, patch_size, depth, num_heads,
+                            hidden_dim, mlp)
+    if channels != 3:
+      vit.conv_proj = nn.Conv2d(channels, hidden_dim, patch_size, patch_size)
+    self.conv_proj, self.class_token = vit.conv_proj, vit.class_token
+    self.blocks = _no_dropout(vit.encoder.layers)
+    self.norm = vit.encoder.ln
+    self.register_buffer("pos", sincos_positions(hidden_dim, grid)[None],
+                         persistent=False)
+    width = decoder_width
+    self.decoder_embed = nn.Linear(hidden_dim, width)
+    self.mask_token = nn.Parameter(torch.zeros(1, 1, width))
+    nn.init.normal_(self.mask_token, std=0.02)
+    self.decoder_blocks = _no_dropout(nn.Sequential(*[
+        EncoderBlock(decoder_heads, width, int(width * mlp_ratio), 0.0, 0.0)
+        for _ in range(decoder_depth)]))
+    self.decoder_norm = nn.LayerNorm(width, eps=1e-6)
+    self.decoder_pred = nn.Linear(width, patch_size**2 * channels)
+    self.register_buffer("decoder_pos", sincos_positions(width, grid)[None],
+                         persistent=False)
+
+  def patchify(self, images):
+    """(B, C, S, S) -> (B, L, p²·C), rows in patch order, each (pixel row,
+    pixel column, channel) as ssljax's ``patchify``."""
+    b, c, s, _ = images.shape
+    p, g = self.patch, s // self.patch
+    x = images.reshape(b, c, g, p, g, p)
+    return x.permute(0, 2, 4, 3, 5, 1).reshape(b, g * g, p * p * c)
+
+  def forward(self, images):
+    b = images.shape[0]
+    length, keep = self.num_patches, self.num_keep
+    tokens = self.conv_proj(images).flatten(2).transpose(1, 2) + self.pos
+    dim = tokens.shape[-1]
+    ids_shuffle = torch.argsort(torch.rand(b, length, device=images.device),
+                                dim=1)
+    ids_restore = torch.argsort(ids_shuffle, dim=1)
+    visible = torch.gather(tokens, 1,
+                           ids_shuffle[:, :keep, None].expand(-1, -1, dim))
+    x = torch.cat([self.class_token.expand(b, -1, -1).to(visible.dtype),
+                   visible], dim=1)
+    latent = self.norm(self.blocks(x))
+    y = self.decoder_embed(latent)
+    width = y.shape[-1]
+    fill = self.mask_token.to(y.dtype).expand(b, length - keep, width)
+    seq = torch.cat([y[:, 1:], fill], dim=1)
+    seq = torch.gather(seq, 1, ids_restore[..., None].expand(-1, -1, width))
+    y = torch.cat([y[:, :1], seq + self.decoder_pos], dim=1)
+    pred = self.decoder_pred(self.decoder_norm(self.decoder_blocks(y)))[:, 1:]
+    mask = torch.ones(b, length, device=images.device)
+    mask[:, :keep] = 0
+    mask = torch.gather(mask, 1, ids_restore)
+    return mae_loss(pred, self.patchify(images), mask, self.norm_pix_loss)
+
+
+def mae_loss(pred, target, mask, norm_pix_loss: bool = True):
+  """MAE's loss (He et al. 2022, arXiv 2111.06377, §3), float32.
+
+  Args:
+    pred, target: (B, L, P) predictions and image patches.
+    mask: (B, L), 1 = removed (scored), 0 = visible.
+    norm_pix_loss: normalise each target patch by its mean and unbiased
+      variance (+ 1e-6) first.
+
+  Returns:
+    float32 0-d: Σ mask · mean_P (pred − t)² / Σ mask.
+  """
+  t = target.float()
+  if norm_pix_loss:
+    t = (t - t.mean(dim=-1, keepdim=True)) / torch.sqrt(
+        t.var(dim=-1, keepdim=True) + 1e-6)
+  per_patch = (pred.float() - t).pow(2).mean(dim=-1)
+  return (per_patch * mask).sum() / mask.sum()
+
+
+def _adamw(model: nn.Module, o: dict) -> torch.optim.Optimizer:
+  """torch.optim.AdamW with weight decay on kernels only (the weights of
+  ndim > 1 of Linear and Conv layers; not biases, LayerNorms or the
+  class and mask tokens), as ssljax's ``weight_decay_mask`` "kernels"."""
+  decay, rest = [], []
+  for name, p in model.named_parameters():
+    if not p.requires_grad:
+      continue
+    (decay if name.endswith("weight") and p.ndim > 1 else rest).append(p)
+  return torch.optim.AdamW(
+      [{"params": decay, "weight_decay": o["weight_decay"]},
+       {"params": rest, "weight_decay": 0.0}],
+      lr=o["lr"], betas=(o["b1"], o["b2"]), eps=o["eps"], foreach=True)
+
+
 def make_step(twin: dict, device):
-  """(model, step(x1, x2) -> loss) of the twin's model, loss, optimiser."""
+  """(model, step(*views) -> loss) of the twin's model, loss, optimiser:
+  kind "resnet50_vicreg" (two views) or "vit_mae" (one view)."""
+  if twin["kind"] == "vit_mae":
+    e, d = twin["encoder"], twin["decoder"]
+    model = MaskedAutoencoder(
+        image_size=twin["views"]["sizes"][0], patch_size=e["patch_size"],
+        hidden_dim=e["hidden_dim"], depth=e["depth"],
+        num_heads=e["num_heads"], mlp_ratio=e["mlp_ratio"],
+        decoder_width=d["width"], decoder_depth=d["depth"],
+        decoder_heads=d["num_heads"], mask_ratio=twin["mask_ratio"],
+        norm_pix_loss=twin["norm_pix_loss"]).to(device)
+    opt = _adamw(model, twin["optim"])
+
+    def mae_step(view):
+      with torch.autocast(device.type, dtype=torch.bfloat16):
+        loss = model(view)
+      opt.zero_grad(set_to_none=True)
+      loss.backward()
+      opt.step()
+      return loss.detach()
+
+    return model, mae_step
   if twin["kind"] != "resnet50_vicreg":
     raise ValueError(f"no PyTorch twin of kind {twin['kind']!r}")
   model = resnet50_projector(
@@ -432,9 +645,13 @@ def make_step(twin: dict, device):
 def count_flops(fn, *inputs) -> float:
   """FLOPs of one call of ``fn`` by ``torch.utils.flop_counter``
   (matrix products, convolutions and attention, forward and backward; 2
-  per multiply-add)."""
+  per multiply-add). Attention is run by the math backend while counting
+  (its products are counted; the counter has no rule for some fused
+  kernels, the CPU's flash attention among them); its count, 4·B·H·N²·d
+  forward and twice that backward, is the same for every kernel."""
+  from torch.nn.attention import SDPBackend, sdpa_kernel
   from torch.utils.flop_counter import FlopCounterMode
-  with FlopCounterMode(display=False) as counter:
+  with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
     fn(*inputs)
   return float(counter.get_total_flops())
 

@@ -14,15 +14,20 @@
 #
 # What it runs (benchmarks/accelerator.py --parts fair, one process per row
 # group): the measured bf16 matrix peak (8192^3 in jax); ssljax's ResNet-50
-# two-view VICReg step on views given ready and on views made on the GPU; its
-# PyTorch twin, torch.compile first, then eager, both view modes; ssljax's
-# ViT-B/16 MAE step in both view modes (no PyTorch twin of MAE yet); a
-# profile of --profile_steps steps of every row. Each row's FLOPs per image
-# and MFU are in the table. The files are rewritten after every row, so what
-# finished before BUDGET seconds survives a stop.
+# two-view VICReg step on views given ready and on views made on the GPU,
+# then its PyTorch twin under torch.compile, both view modes; ssljax's
+# ViT-B/16 MAE step in both view modes, then its PyTorch twin (torchvision's
+# ViT-B/16 blocks, MAE decoder and loss, AdamW) under torch.compile; then
+# the eager PyTorch rows of both models (last, so that a stop at BUDGET
+# loses them first). A profile of --profile_steps steps of every ssljax and
+# torch.compile row (eager rows untraced: time). Each row's FLOPs per image
+# and MFU are in the table. The files are rewritten after every row, so
+# what finished before BUDGET seconds survives a stop. Expected: about 8
+# minutes in all, most of it compilation (torch.compile took 98 s + 25 s
+# for ResNet-50 on an H200; ssljax 29 s + 25 s).
 #
 # Environment: OUT (default /tmp/gpu_session_out), BUDGET (seconds for the
-# benchmark itself, default 460), STEPS / REPEATS / WARMUP (default 10 / 2 /
+# benchmark itself, default 450), STEPS / REPEATS / WARMUP (default 10 / 2 /
 # 3), MODELS (default r50_in1k,vitb16_mae), COMMIT (the commit to print;
 # default git rev-parse).
 #
@@ -34,7 +39,7 @@
 
 set -u
 OUT=${OUT:-/tmp/gpu_session_out}
-BUDGET=${BUDGET:-460}
+BUDGET=${BUDGET:-450}
 STEPS=${STEPS:-10}
 REPEATS=${REPEATS:-2}
 WARMUP=${WARMUP:-3}
@@ -75,7 +80,8 @@ cat "$OUT/env.txt"
 timeout --signal=TERM "$BUDGET" python3 benchmarks/accelerator.py \
   --out "$WORK" --parts fair --models "$MODELS" \
   --torch_modes compile,eager --steps "$STEPS" --repeats "$REPEATS" \
-  --warmup "$WARMUP" --model_timeout 300 --profile "$WORK/profile"
+  --warmup "$WARMUP" --model_timeout 300 --profile "$WORK/profile" \
+  --profile_torch_modes compile
 echo "accelerator.py exit $? after $(( $(date +%s) - start )) s"
 
 # Whatever was written, also after a stop: the table again from the JSON.

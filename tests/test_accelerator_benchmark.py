@@ -171,6 +171,41 @@ def test_stablehlo_count_equals_the_formula():
       2 * 2 * 8 * 32 * 16)
 
 
+def test_wide_products_name_their_source():
+  """`matrix_products` / `wide_products` of a lowered program: a bf16
+  product is not listed; the VICReg loss's two float32 covariances are,
+  at precision HIGHEST, with their FLOPs, op name and ssljax source line;
+  a function called twice counts twice, as `stablehlo_matmul_flops`."""
+  import jax
+  import jax.numpy as jnp
+  from ssljax import losses
+  n, d, k = 8, 16, 32
+  z1, z2 = jnp.ones((n, d)), jnp.ones((n, k))
+  w = jnp.ones((d, k), jnp.bfloat16)
+  step = lambda z1, z2, w: losses.vicreg_two_view(
+      (z1.astype(jnp.bfloat16) @ w).astype(jnp.float32), z2)
+  text = jax.jit(step).lower(z1, z2, w).as_text(debug_info=True)
+  ops = accelerator.matrix_products(text)
+  assert sum(o["flops"] for o in ops) == accelerator.stablehlo_matmul_flops(
+      text) == 2 * n * d * k + 2 * (2 * k * k * n)
+  wide = accelerator.wide_products(text, n)
+  assert [o["precision"] for o in wide["ops"]] == ["HIGHEST, HIGHEST"] * 2
+  assert wide["flops_per_image"] == 2 * 2 * k * k
+  assert wide["share"] == pytest.approx(4 * k * k * n / (
+      2 * n * d * k + 4 * k * k * n))
+  for o in wide["ops"]:
+    assert o["source"].startswith("_covariance ")
+    assert "ssljax/losses/vicreg.py:" in o["source"]
+    assert o["op_name"].endswith("dot_general")
+    assert o["types"][2] == f"tensor<{k}x{k}xf32>"
+  a, w = jnp.ones((8, 32)), jnp.ones((32, 16))
+  inner = jax.jit(lambda a, w: a @ w)
+  text = jax.jit(lambda a, w: inner(a, w) + inner(a, w)).lower(
+      a, w).as_text(debug_info=True)
+  (op,) = accelerator.matrix_products(text)
+  assert op["calls"] == 2 and op["flops"] == 2 * 2 * 8 * 32 * 16
+
+
 @pytest.mark.slow
 def test_resnet50_counts_agree_between_the_sides():
   """ssljax's count of its full ResNet-50 VICReg step and the flop counter
@@ -233,11 +268,90 @@ def test_twin_of_the_resnet50_recipe():
   assert [o["solarize_prob"] for o in views["ops"]] == [0.0, 0.2]
   assert all(o["jitter_prob"] == 0.8 and o["hue"] == 0.1 and
              o["grayscale_prob"] == 0.2 for o in views["ops"])
-  assert accelerator.torch_twin("vitb16_mae", args) is None
+  assert accelerator.torch_twin("vitt4_mae_fmnist", args) is None
   assert args.torch_modes == ["compile", "eager"] and args.parts == [
       "recipe", "fair"]
   smoke = accelerator.parse_args(["--out", "unused", "--smoke"])
   assert smoke.torch_modes == ["eager"] and smoke.source_size == 80
+
+
+def test_twin_of_the_mae_recipe():
+  """The PyTorch twin of vitb16_mae does configs/imagenet_vit.py:mae's
+  work: ViT-B/16 (768 wide, 12 blocks, 12 heads), decoder 512 wide, 8
+  blocks, 16 heads, mask ratio 0.75, normalised pixels, AdamW (β2 0.95,
+  weight decay 0.05, 1.5e-4 per 256), batch 256, one 224 px view of scale
+  0.2-1 with flips only."""
+  args = accelerator.parse_args(["--out", "unused"])
+  twin = accelerator.torch_twin("vitb16_mae", args)
+  assert twin["kind"] == "vit_mae" and twin["batch"] == 256
+  assert twin["encoder"] == {"patch_size": 16, "hidden_dim": 768,
+                             "depth": 12, "num_heads": 12, "mlp_ratio": 4.0}
+  assert twin["decoder"] == {"width": 512, "depth": 8, "num_heads": 16}
+  assert twin["mask_ratio"] == 0.75 and twin["norm_pix_loss"] is True
+  assert twin["optim"] == {"lr": 1.5e-4, "b1": 0.9, "b2": 0.95, "eps": 1e-8,
+                           "weight_decay": 0.05}
+  views = twin["views"]
+  assert views["sizes"] == [224] and views["crop_scale"] == [[0.2, 1.0]]
+  (ops,) = views["ops"]
+  assert ops["flip_prob"] == 0.5 and ops["jitter_prob"] == 0.0
+  assert ops["blur_prob"] == ops["solarize_prob"] == ops["grayscale_prob"] \
+      == 0.0
+
+
+def test_mae_twin_counts_and_pieces_agree_with_ssljax():
+  """The PyTorch MAE twin at the recipe's smoke sizes: the flop counter of
+  one eager step equals ssljax's count of its lowered step (views given
+  ready) to the FLOP; its loss, sine-cosine positions and patch order are
+  ssljax's on the same inputs."""
+  torch = pytest.importorskip("torch")
+  import numpy as np
+  from benchmarks import accelerator_torch as tv
+  from ssljax import losses, models
+  args = accelerator.parse_args(["--out", "unused", "--smoke", "--parts",
+                                 "fair"])
+  twin = accelerator.torch_twin("vitb16_mae", args)
+  b, size = twin["batch"], twin["views"]["sizes"][0]
+  _, step = tv.make_step(twin, torch.device("cpu"))
+  torch_flops = tv.count_flops(step, torch.rand(b, 3, size, size)) / b
+  (ready,) = [r for r in accelerator.count_fair_flops("vitb16_mae", args)
+              if r["view_mode"] == "ready"]
+  assert ready["flops_per_image"] == torch_flops > 0
+  rng = np.random.default_rng(0)
+  pred, target = rng.normal(size=(2, 2, 6, 12)).astype(np.float32)
+  mask = (rng.random((2, 6)) < 0.75).astype(np.float32)
+  got = tv.mae_loss(*(torch.from_numpy(a) for a in (pred, target, mask)))
+  np.testing.assert_allclose(
+      float(got), float(losses.mae(pred, target, mask, norm_pix_loss=True)),
+      rtol=1e-5)
+  np.testing.assert_array_equal(
+      tv.sincos_positions(16, 4).numpy(),
+      np.asarray(models.vit.sincos_pos_embed_2d(16, (4, 4))))
+  images = rng.random((2, 8, 8, 3)).astype(np.float32)
+  mae = tv.MaskedAutoencoder(image_size=8, patch_size=4, hidden_dim=8,
+                             depth=1, num_heads=2, decoder_width=8,
+                             decoder_depth=1, decoder_heads=2)
+  np.testing.assert_array_equal(
+      mae.patchify(torch.from_numpy(images).permute(0, 3, 1, 2)).numpy(),
+      np.asarray(models.patchify(images, 4)))
+
+
+@pytest.mark.slow
+def test_mae_counts_agree_between_the_sides():
+  """The full ViT-B/16 MAE step: ssljax's count and the PyTorch twin's
+  flop counter (one eager step on the CPU, batch 2) give the same FLOPs
+  per image with views given ready (58.46 GFLOP)."""
+  torch = pytest.importorskip("torch")
+  from benchmarks import accelerator_torch
+  args = accelerator.parse_args(["--out", "unused", "--batch_per_device",
+                                 "2", "--parts", "fair"])
+  rows = {r["view_mode"]: r for r in accelerator.count_fair_flops(
+      "vitb16_mae", args)}
+  twin = accelerator.torch_twin("vitb16_mae", args)
+  _, step = accelerator_torch.make_step(twin, torch.device("cpu"))
+  torch_flops = accelerator_torch.count_flops(
+      step, torch.rand(2, 3, 224, 224)) / 2
+  assert rows["ready"]["flops_per_image"] == torch_flops
+  assert 58.4e9 < torch_flops < 58.5e9
 
 
 def test_torch_view_ops_match_ssljax_on_the_same_draws():
@@ -332,6 +446,25 @@ def test_fair_smoke_resnet50_against_pytorch_on_cpu(tmp_path):
     assert f.read().count("=== PyTorch eager, r50_in1k") == 2
 
 
+@pytest.mark.slow
+def test_fair_smoke_mae_against_pytorch_on_cpu(tmp_path):
+  """The same-work table of the ViT MAE recipe with its PyTorch twin on the
+  CPU (eager, smoke sizes): every row measured, the FLOPs of the two sides
+  equal with views given ready."""
+  pytest.importorskip("torch")
+  out = str(tmp_path / "out")
+  result = accelerator.main([
+      "--out", out, "--smoke", "--isolate", "no", "--parts", "fair",
+      "--models", "vitb16_mae", "--torch_device", "cpu"])
+  _check_fair(result, ["vitb16_mae"], ["eager"])
+  rows = {(r["side"], r["view_mode"]): r for r in result["fair"]["rows"]}
+  assert rows[("pytorch", "ready")]["flops_per_image"] == rows[
+      ("ssljax", "ready")]["flops_per_image"]
+  with open(os.path.join(out, "accelerator.md")) as f:
+    assert "ssljax / PyTorch eager img/s per device, vitb16_mae, views " \
+        "given ready" in f.read()
+
+
 def test_compile_only_fills_the_cache_that_the_timed_run_loads(
     tmp_path, restore_compilation_cache):
   """The cheapest model (ViT-Tiny MAE on 28 px), in this process, twice with
@@ -399,6 +532,34 @@ def _fair_result(rows, peak=800e12):
                             "device_kind": "GPU", "windows_s": [1.0]},
                    "rows": rows},
           "load_average_before": (0, 0, 0), "load_average_after": (0, 0, 0)}
+
+
+def test_fair_rows_run_every_compile_row_before_the_eager_ones(
+    tmp_path, monkeypatch):
+  """--parts fair runs each model's ssljax rows and its first torch mode,
+  then the other modes model after model (a run stopped early loses the
+  eager rows first); the table lists them by model again."""
+  monkeypatch.setattr(accelerator, "run_peak", lambda args: {
+      "flop_per_s": 1e12, "size": 256, "device_kind": "cpu",
+      "windows_s": [1.0] * 3})
+  monkeypatch.setattr(accelerator, "run_fair_jax", lambda name, args: [
+      {"side": "ssljax", "model": name, "title": name, "torch_mode": None,
+       "view_mode": "ready", "views": "1×64", "batch": 8, "devices": 1,
+       "step_s": 0.1, "images_per_s": 80.0, "flops_per_image": 1e9,
+       "compile_s": 1.0, "peak_device_bytes": None}])
+  result = accelerator.main([
+      "--out", str(tmp_path), "--smoke", "--isolate", "no", "--parts",
+      "fair", "--models", "r50_in1k,vitb16_mae", "--torch", "off",
+      "--torch_modes", "compile,eager"])
+  ran = [(r["model"], r["torch_mode"]) for r in result["fair"]["rows"]]
+  assert ran == [("r50_in1k", None), ("r50_in1k", "compile"),
+                 ("vitb16_mae", None), ("vitb16_mae", "compile"),
+                 ("r50_in1k", "eager"), ("vitb16_mae", "eager")]
+  table = [(r["model"], r["torch_mode"])
+           for r in accelerator.fair_order(result["fair"]["rows"])]
+  assert table == [("r50_in1k", None), ("r50_in1k", "compile"),
+                   ("r50_in1k", "eager"), ("vitb16_mae", None),
+                   ("vitb16_mae", "compile"), ("vitb16_mae", "eager")]
 
 
 def test_table_marks_failed_models_and_unknown_memory():
