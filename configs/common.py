@@ -222,13 +222,15 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.evals.raw_pixel_probe = evals_entry("raw_pixel_probe", **probe)
   c.evals.random_init_probe = evals_entry("random_init_probe", **probe)
   # Online linear probe: a classifier on the stop-gradient, standardised
-  # representation of view 0 (option features: "inference", the one the
-  # evaluators probe, by default; ssljax.online_probe), trained in the train
-  # step by its own AdamW (learning_rate, weight_decay; labels reach only
-  # it) and scored on the test split. This entry is its only switch: delete
-  # it to train without.
+  # representation (option features: "inference", the one the evaluators
+  # probe, by default; ssljax.online_probe) of the clean train images
+  # (views: "clean"; "augmented": view 0), trained in the train step by its
+  # own AdamW (learning_rate, weight_decay; labels reach only it) and scored,
+  # as an EMA of its weights (ema_decay), on the test split. This entry is
+  # its only switch: delete it to train without.
   c.evals.online_probe = evals_entry("online_probe", learning_rate=1e-2,
-                                     weight_decay=0.0)
+                                     weight_decay=0.0, views="clean",
+                                     ema_decay=0.9)
   c.evals.few_shot = evals_entry("few_shot")  # ridge, 1/5/10/25 per class
   # Label-free metrics and the theory diagnostic, about once an epoch (on
   # the test features and on eval_inputs.view_samples train images' views).

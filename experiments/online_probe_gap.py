@@ -22,6 +22,11 @@ augmented (training on augmented views, scoring on clean ones), and
 ``rest`` = offline − clean (a 1-layer AdamW fit of a few hundred steps
 against the offline probe's L-BFGS fit with a chosen L2). Prints one JSON
 object; ``--out FILE`` also writes it.
+
+The refits score the probe's last weights, as the online probe was scored
+when this decomposition was made; it now scores their moving average
+(``ema_decay``) and trains on clean images by default
+(`experiments/online_probe_recipes.py` measured why).
 """
 
 from __future__ import annotations

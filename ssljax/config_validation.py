@@ -301,12 +301,19 @@ def _evals_problems(config) -> list[str]:
   problems = []
   from ssljax import online_probe  # pylint: disable=import-outside-toplevel
   probe = online_probe.options(config)
-  if probe is not None and probe["features"] not in online_probe.FEATURES:
+  if probe is not None:
     name = next(n for n, e in config.evals.items()
                 if e is not None and e.get("type") == "online_probe")
-    problems.append(f"config.evals.{name}.features={probe['features']!r}: "
-                    "must be one of "
-                    + ", ".join(map(repr, online_probe.FEATURES)))
+    for option, allowed in (("features", online_probe.FEATURES),
+                            ("views", online_probe.VIEWS)):
+      if probe[option] not in allowed:
+        problems.append(f"config.evals.{name}.{option}={probe[option]!r}: "
+                        "must be one of " + ", ".join(map(repr, allowed)))
+    decay = probe["ema_decay"]
+    if (isinstance(decay, bool) or not isinstance(decay, (int, float))
+        or not 0 <= decay < 1):
+      problems.append(f"config.evals.{name}.ema_decay={decay!r}: must be a "
+                      "number in [0, 1)")
   for name, entry in config.evals.items():
     if entry is None:
       continue

@@ -51,6 +51,8 @@ def train_step(state: train_state.TrainState, batch: dict, *,
                spec: data.ViewSpec, seed: int = 0, total_steps: int = 1,
                steps_per_epoch: int = 1, probe_tx=None,
                probe_features: str = "inference",
+               probe_views: str = "clean", probe_ema_decay: float = 0.9,
+               eval_crop_fraction: float = 0.875,
                on_nonfinite: str = "stop"):
   """One optimiser step of ``state.method`` on a batch; the same for every
   method.
@@ -60,11 +62,13 @@ def train_step(state: train_state.TrainState, batch: dict, *,
   the gradient of ``method.loss`` (its forward passes, its loss, its new
   state), the optimiser, ``method.after_update`` (e.g. the EMA teacher), and,
   if the state has one, one step of the online probe on the stop-gradient
-  representation of the first global view, with its own optimiser: no
-  gradient reaches the encoder. That representation is, by
-  ``probe_features``, the evaluated one (``state.representation`` of the
-  view before this step's update, BatchNorm in inference mode: one more
-  forward pass) or the training forward pass's (`ssljax.online_probe`).
+  representation of the batch, with its own optimiser: no gradient reaches
+  the encoder. That representation is, by ``probe_features``, the
+  evaluated one (``state.representation`` before this step's update,
+  BatchNorm in inference mode: one more forward pass) of, by
+  ``probe_views``, the clean images (`clean_images`) or the first global
+  view, or the training forward pass's of the first global view
+  (`ssljax.online_probe`).
 
   Args:
     state: `ssljax.train_state.TrainState` (replicated).
@@ -84,6 +88,12 @@ def train_step(state: train_state.TrainState, batch: dict, *,
       (`ssljax.online_probe.create_optimizer`).
     probe_features: "inference" | "train_forward", what the online probe
       trains on (`ssljax.online_probe.FEATURES`).
+    probe_views: "clean" | "augmented", the images it trains on with
+      "inference" (`ssljax.online_probe.VIEWS`).
+    probe_ema_decay: the decay of the probe's weight average.
+    eval_crop_fraction: the evaluation centre crop's fraction
+      (``config.eval_inputs.crop_fraction``), for clean images whose size
+      is not the view size.
     on_nonfinite: "stop" (the host stops the run) | "skip": a step whose
       loss terms or gradients are not all finite keeps the old state
       (`ssljax.faults.skip_nonfinite`) and reports "skipped" = 1.
@@ -113,15 +123,58 @@ def train_step(state: train_state.TrainState, batch: dict, *,
   metrics = {**aux.metrics, **schedule_metrics,
              "grad_norm": optax.tree.norm(grads)}
   if state.probe and "labels" in batch:
-    h = (aux.representation if probe_features == "train_forward" else
-         state.representation(jax.lax.stop_gradient(views[0])))
+    if probe_features == "train_forward":
+      h = aux.representation
+    else:
+      clean = (clean_images(batch, views[0].shape[1], eval_crop_fraction)
+               if probe_views == "clean" else None)
+      h = state.representation(jax.lax.stop_gradient(
+          views[0] if clean is None else clean))
     probe, probe_metrics = online_probe.update(
-        state.probe, h, batch["labels"], probe_tx)
+        state.probe, h, batch["labels"], probe_tx, probe_ema_decay)
     new = new.replace(probe=probe)
     metrics.update(probe_metrics)
   if on_nonfinite == "skip":
     new, metrics = faults.skip_nonfinite(state, new, metrics, grads)
   return new, metrics
+
+
+def clean_images(batch: dict, size: int, crop_fraction: float = 0.875):
+  """The batch's un-augmented images as the evaluators see them, on the
+  devices (jit-able): ``images`` / 255 when they are S x S; else the
+  evaluation centre crop (the shorter side resized to round(S /
+  crop_fraction), the central S x S; `ssljax.data.crops.center_crop`, here
+  with ``jax.image.resize``'s bilinear instead of PIL's).
+
+  Args:
+    batch: as `train_step`'s; "images" uint8 (B, H, W, C) or, for edge
+      batches, "edge_images" uint8 (2, B, H, W, C) (the first endpoints).
+    size: S, the first global view's side.
+    crop_fraction: in (0, 1].
+
+  Returns:
+    float32 (B, S, S, C) in [0, 1], or None for a batch without whole
+    images ("views" host crops, "ready_views").
+  """
+  if "images" in batch:
+    images = batch["images"]
+  elif "edge_images" in batch:
+    images = batch["edge_images"][0]
+  else:
+    return None
+  if "ready_views" in batch:
+    return None
+  _, height, width, channels = images.shape
+  x = images.astype(jnp.float32) / 255.0
+  if height == width == size:
+    return x
+  short = max(size, round(size / crop_fraction))
+  scale = short / min(height, width)
+  new_h = max(size, round(height * scale))
+  new_w = max(size, round(width * scale))
+  x = jax.image.resize(x, (x.shape[0], new_h, new_w, channels), "bilinear")
+  top, left = (new_h - size) // 2, (new_w - size) // 2
+  return x[:, top:top + size, left:left + size]
 
 
 def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
@@ -149,6 +202,10 @@ def sharded_train_step(config: ml_collections.ConfigDict, mesh, *,
                         total_steps=total_steps,
                         steps_per_epoch=steps_per_epoch, probe_tx=probe_tx,
                         probe_features=probe_options["features"],
+                        probe_views=probe_options["views"],
+                        probe_ema_decay=probe_options["ema_decay"],
+                        eval_crop_fraction=config.get("eval_inputs", {}).get(
+                            "crop_fraction", 0.875),
                         on_nonfinite=config.train.on_nonfinite),
       out_shardings=(replicated, replicated), donate_argnums=0)
 

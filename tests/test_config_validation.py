@@ -396,6 +396,19 @@ def test_online_probe_features_checked_before_the_data():
                      match=r"config.evals.online_probe.features='clean': "
                            r"must be one of 'inference', 'train_forward'"):
     config_validation.validate(config)
+  with config.unlocked():
+    config.evals.online_probe.features = "inference"
+    config.evals.online_probe.views = "centre"
+  with pytest.raises(config_validation.ConfigError,
+                     match=r"config.evals.online_probe.views='centre': "
+                           r"must be one of 'clean', 'augmented'"):
+    config_validation.validate(config)
+  with config.unlocked():
+    config.evals.online_probe.views = "augmented"
+    config.evals.online_probe.ema_decay = 1.0
+  with pytest.raises(config_validation.ConfigError,
+                     match=r"ema_decay=1.0: must be a number in \[0, 1\)"):
+    config_validation.validate(config)
 
 
 def test_where_set_keeps_only_the_rules_of_fields_the_config_sets():

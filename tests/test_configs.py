@@ -78,6 +78,7 @@ def test_every_config_and_variant_loads_with_current_names(name, arg):
   probe = c.evals.online_probe
   assert probe.type == "online_probe"
   assert (probe.learning_rate, probe.weight_decay) == (1e-2, 0.0)
+  assert (probe.views, probe.ema_decay) == ("clean", 0.9)
   assert set(c.optim.lars) == {"momentum", "trust_coefficient",
                                "momentum_buffer"}
 

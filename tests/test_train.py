@@ -343,10 +343,11 @@ def test_every_config_runs_its_smoke_variant(fmnist_data_dir, tmp_path, name):
 
 def test_online_probe_trains_on_the_chosen_representation():
   """The probe's step sees the evaluated representation (inference mode, the
-  state before the step) of view 0 by default, or the training forward
-  pass's h; either way the encoder's step is the same (the probe is
-  detached). LeJEPA-CNN: its multi-crop BatchNorm makes the two differ.
-  (One step of each, compiled once, checked both ways.)"""
+  state before the step) of the clean images by default, or the training
+  forward pass's h of view 0; either way the encoder's step is the same
+  (the probe is detached), and the scored average moves by 1 − ema_decay
+  towards the new weights. LeJEPA-CNN: its multi-crop BatchNorm makes the
+  two differ. (One step of each, compiled once, checked both ways.)"""
   from configs import lejepa  # pylint: disable=import-outside-toplevel
   from ssljax import online_probe  # pylint: disable=import-outside-toplevel
   config = lejepa.get_config("cnn,smoke")
@@ -364,7 +365,8 @@ def test_online_probe_trains_on_the_chosen_representation():
 
   def step(chosen):
     fn = jax.jit(lambda s, b: train.train_step(
-        s, b, spec=spec, probe_tx=probe_tx, probe_features=chosen))
+        s, b, spec=spec, probe_tx=probe_tx, probe_features=chosen,
+        probe_views="clean", probe_ema_decay=0.5))
     return fn(state, batch)[0]
 
   got = {f: step(f) for f in ("inference", "train_forward")}
@@ -377,15 +379,38 @@ def test_online_probe_trains_on_the_chosen_representation():
                             spec)
   outs, _ = method.forward(state.params, state.method_state["batch_stats"],
                            views)
-  h = {"inference": state.representation(views[0]),
+  clean = batch["images"].astype(np.float32) / 255.0
+  h = {"inference": state.representation(clean),
        "train_forward": outs[0]["h"]}
   for features, new_state in got.items():
     expected, _ = online_probe.update(state.probe, h[features],
-                                      batch["labels"], probe_tx)
-    np.testing.assert_allclose(
-        np.asarray(new_state.probe["params"]["kernel"]),
-        np.asarray(expected["params"]["kernel"]), rtol=1e-4, atol=1e-6)
+                                      batch["labels"], probe_tx, 0.5)
+    for part in ("params", "average"):
+      np.testing.assert_allclose(
+          np.asarray(new_state.probe[part]["kernel"]),
+          np.asarray(expected[part]["kernel"]), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(  # zero at step 0: half the new weights
+        np.asarray(new_state.probe["average"]["kernel"]),
+        0.5 * np.asarray(new_state.probe["params"]["kernel"]), rtol=1e-6)
   assert not np.allclose(
       np.asarray(got["inference"].probe["params"]["kernel"]),
       np.asarray(got["train_forward"].probe["params"]["kernel"]),
       rtol=1e-3, atol=1e-5)
+
+
+def test_clean_images_are_the_evaluation_crops():
+  """The online probe's clean images: the batch's images / 255 at the view
+  size, else the evaluation centre crop (`ssljax.data.crops.center_crop`,
+  up to the two resizers' difference), None without whole images."""
+  from ssljax.data import crops  # pylint: disable=import-outside-toplevel
+  images = np.random.default_rng(0).integers(0, 256, (2, 28, 28, 1), np.uint8)
+  got = train.clean_images({"images": jax.numpy.asarray(images)}, 28)
+  np.testing.assert_allclose(np.asarray(got),  # XLA: x * (1/255), 1 ulp
+                             images.astype(np.float32) / 255.0, rtol=1e-6)
+  smooth = np.repeat(np.repeat(np.linspace(0, 255, 14, dtype=np.uint8)[
+      None, :, None] * np.ones((14, 1, 1), np.uint8), 2, 0), 2, 1)[None]
+  got = train.clean_images({"images": jax.numpy.asarray(smooth)}, 16)
+  want = crops.center_crop(smooth[0], 16) / 255.0
+  assert got.shape == (1, 16, 16, 1)
+  np.testing.assert_allclose(np.asarray(got[0]), want, atol=0.05)
+  assert train.clean_images({"views": ()}, 28) is None

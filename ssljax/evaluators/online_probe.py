@@ -2,16 +2,17 @@
 
 The train step fits a linear classifier ``state.probe["params"]`` =
 {"kernel": (D, C), "bias": (C,)} on stop-gradient representations of the
-*augmented* training views (by default the representation evaluated here,
-in inference mode; `ssljax.online_probe`: its options, optimiser, initial
-state and update), standardised like a BatchNorm without affine
+training images (by default the representation evaluated here, in
+inference mode, of the clean images; `ssljax.online_probe`: its options,
+optimiser, initial state and update), standardised like a BatchNorm without affine
 parameters (batch statistics in training, running ``state.probe["stats"]``
 {"mean", "var"} here), one optimiser step per train step, so it needs no
-extra pass over the data. This evaluator applies it, unchanged, to the
-centre-crop representations ``ctx.features(state, "test")`` (and "train").
+extra pass over the data. This evaluator applies the moving average of
+its weights, ``state.probe["average"]`` (``params`` for a state without
+one), unchanged, to the centre-crop representations ``ctx.features(state, "test")`` (and "train").
 It is a cheap running estimate and differs from the offline probe
 (`ssljax.evaluators.linear_probe`), which refits to convergence on fixed,
-standardised, non-augmented features with a chosen L2 strength.
+standardised features with a chosen L2 strength.
 
 Metrics: ``<name>/test_accuracy``, ``<name>/train_accuracy``.
 """
@@ -72,9 +73,13 @@ class Evaluator(base.Evaluator):
     learning_rate: the probe's AdamW learning rate (> 0; 1e-2).
     weight_decay: its decoupled weight decay (>= 0; 0).
     features: what it trains on, "inference" (the representation the
-      evaluators probe, of the augmented view; default) or
-      "train_forward" (the training forward pass's, free;
-      `ssljax.online_probe`).
+      evaluators probe; default) or "train_forward" (the training forward
+      pass's of the augmented view, free; `ssljax.online_probe`).
+    views: with "inference", the images: "clean" (the un-augmented train
+      images as the evaluators see them; default) or "augmented" (the
+      first global view).
+    ema_decay: the decay of the weight average scored here (in [0, 1);
+      0.9; 0 scores the last weights).
   """
 
   uses_labels = True
@@ -82,7 +87,9 @@ class Evaluator(base.Evaluator):
   def __init__(self, name, ctx, *, every_steps=None,
                learning_rate=online_probe.DEFAULTS["learning_rate"],
                weight_decay=online_probe.DEFAULTS["weight_decay"],
-               features=online_probe.DEFAULTS["features"]):
+               features=online_probe.DEFAULTS["features"],
+               views=online_probe.DEFAULTS["views"],
+               ema_decay=online_probe.DEFAULTS["ema_decay"]):
     super().__init__(name, ctx, every_steps=every_steps)
     ok = lambda v, lo: (isinstance(v, (int, float)) and not isinstance(v, bool)
                         and v >= lo)
@@ -93,8 +100,12 @@ class Evaluator(base.Evaluator):
     check_option(name, "features", features,
                  features in online_probe.FEATURES,
                  "one of " + ", ".join(map(repr, online_probe.FEATURES)))
+    check_option(name, "views", views, views in online_probe.VIEWS,
+                 "one of " + ", ".join(map(repr, online_probe.VIEWS)))
+    check_option(name, "ema_decay", ema_decay,
+                 ok(ema_decay, 0) and ema_decay < 1, "a number in [0, 1)")
     self.learning_rate, self.weight_decay = learning_rate, weight_decay
-    self.features = features
+    self.features, self.views, self.ema_decay = features, views, ema_decay
 
   def run(self, state):
     probe = getattr(state, "probe", None)
@@ -107,4 +118,4 @@ class Evaluator(base.Evaluator):
     for split in ("test", "train"):
       x, y = self.ctx.features(state, split)
       yield f"{self.name}/{split}_accuracy", accuracy(
-          probe["params"], x, y, probe.get("stats"))
+          probe.get("average", probe["params"]), x, y, probe.get("stats"))
