@@ -8,8 +8,10 @@ no stop-gradient.
 The argument is comma-separated words: "smoke" (seconds on a CPU, for tests)
 or "long" (30 epochs), as in configs/common.py, and "cnn" (the main job's
 small CNN 16-32-64-512 and optimiser instead of the ViT, so that LeJEPA
-stands next to the other methods on one encoder; docs/results.md). No word:
-ViT-Tiny, patch 7.
+stands next to the other methods on one encoder; docs/results.md), or
+"cpu" alone (a 64-wide, 4-block ViT with MINIMAL.md's 4 views, λ and lr,
+that trains and is evaluated on 2 CPU cores: `_cpu`). No word: ViT-Tiny,
+patch 7.
 
 Sources: the official implementation's README ("GOTO hyperparameters":
 2 global + 6 local views, global crops scale 0.3–1, local 0.05–0.3, AdamW lr
