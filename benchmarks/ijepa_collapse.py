@@ -1,0 +1,87 @@
+"""I-JEPA at a 7x7 patch grid: where the context lies and what collapses.
+
+    python benchmarks/ijepa_collapse.py masks
+    python benchmarks/ijepa_collapse.py tokens runs/pA runs/pB
+
+``masks``: the context patches after the batch-minimum cut of
+`ssljax.methods.masks.multiblock_masks` (Assran et al. 2023, arXiv
+2301.08243, official MaskCollator) on a 7x7 grid, 40 keys per setting:
+mean/min/max count and how often each patch is in the context (1 = even).
+``tokens``: for each run folder, the target encoder's layer-normalised
+tokens (no affine, eps 1e-5, as the loss) of 512 test images: the
+image-dependent share of their variance around the global mean token, the
+smooth-L1 of a predictor that outputs each position's mean token, and RankMe
+of the average-pooled tokens (Garrido et al. 2023, arXiv 2210.02885).
+"""
+
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ssljax import pretrained
+from ssljax.data import fashion_mnist
+from ssljax.methods import masks
+
+SETTINGS = [  # num_targets, target_scale, min_keep
+    (4, (0.15, 0.2), 4), (2, (0.15, 0.2), 4), (1, (0.15, 0.2), 4),
+    (4, (0.1, 0.15), 3)]
+
+
+def mask_stats(batch=128, keys=40):
+  """Prints the context statistics of SETTINGS at batch ``batch``."""
+  for num_targets, scale, min_keep in SETTINGS:
+    kw = dict(num_targets=num_targets, target_scale=scale,
+              target_aspect=(0.75, 1.5), context_scale=(0.85, 1.0),
+              min_keep=min_keep)
+    draw = jax.jit(lambda k, kw=kw: masks.multiblock_masks(
+        k, batch, (7, 7), **kw))
+    counts, cover = [], np.zeros(49)
+    for i in range(keys):
+      m = draw(jax.random.PRNGKey(i))
+      counts.append(int(m["num_context"]))
+      for row, ok in zip(np.asarray(m["context"]),
+                         np.asarray(m["context_valid"])):
+        cover[row[ok]] += 1
+    print(f"targets {num_targets} scale {scale} min_keep {min_keep}: context"
+          f" mean {np.mean(counts):.1f} min {min(counts)} max {max(counts)}")
+    print((cover / cover.sum() * 49).reshape(7, 7).round(2))
+
+
+def _ln(t):
+  t = t - t.mean(-1, keepdims=True)
+  return t / np.sqrt(t.var(-1, keepdims=True) + 1e-5)
+
+
+def token_stats(workdirs, n=512):
+  """Prints the collapse statistics of each run folder's last checkpoint."""
+  x, _ = fashion_mnist.read_split(fashion_mnist.find_fashion_mnist_files(),
+                                  "test")
+  x = np.asarray(x[:n], np.float32) / 255.0
+  if x.ndim == 3:
+    x = x[..., None]
+  for wd in workdirs:
+    p = pretrained.load(wd)
+    tok = np.asarray(p.encoder.apply(p.variables, jnp.asarray(x),
+                                     output="tokens"))  # (n, 49, D)
+    t = _ln(tok)
+    pos_mean = t.mean(0, keepdims=True)
+    share = (((t - pos_mean) ** 2).sum()
+             / ((t - t.mean((0, 1), keepdims=True)) ** 2).sum())
+    d = np.abs(t - pos_mean)
+    sl1 = np.mean(np.where(d < 1, 0.5 * d * d, d - 0.5))
+    s = np.linalg.svd(tok.mean(1), compute_uv=False)
+    pk = s / s.sum() + 1e-7
+    print(f"{wd} step {p.step}: image-dependent share {share:.3f}, "
+          f"position-mean smooth-L1 {sl1:.4f}, "
+          f"RankMe {np.exp(-(pk * np.log(pk)).sum()):.1f}")
+
+
+if __name__ == "__main__":
+  if sys.argv[1:2] == ["masks"]:
+    mask_stats()
+  elif sys.argv[1:2] == ["tokens"]:
+    token_stats(sys.argv[2:])
+  else:
+    sys.exit(__doc__)
