@@ -62,7 +62,7 @@ CNN_CONFIGS = ("vicreg", "simclr", "barlow_twins", "spectral_contrastive",
                "vicreg_mixed_graph", "vicreg_supervised_graph")
 # The small-ViT variants made to run in minutes on a CPU: each at its own
 # budget (its config's epochs; --epochs does not apply to them).
-CPU_VIT_CONFIGS = ("lejepa:cpu", "mae:cpu", "dinov2:cpu")
+CPU_VIT_CONFIGS = ("lejepa:cpu", "ijepa:cpu", "mae:cpu", "dinov2:cpu")
 VIT_CONFIGS = ("lejepa", "ijepa", "mae", "dinov2")
 VIT_REASON = ("ViT-Tiny or larger: one epoch takes hours on 2 CPU cores; run "
               "with --include-vit on an accelerator")
