@@ -121,7 +121,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
 
 def _cpu(c: config_dict.ConfigDict) -> None:
   """The ":cpu" recipe, in place: a small ViT that trains and is evaluated
-  on 2 CPU cores in minutes, not hours (issue 44; docs/guide/lejepa.md,
+  on 2 CPU cores in minutes, not hours (docs/guide/lejepa.md,
   "A CPU recipe", for the runs and their numbers)."""
   # A 64-wide, 4-block ViT with 4-px patches (49 tokens at 28 px): ViT-Tiny
   # (192 x 12) takes hours an epoch on 2 cores; patch 4 as configs/mae.py

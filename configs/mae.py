@@ -13,7 +13,7 @@ from ml_collections import config_dict
 from configs import common
 
 # "cpu": a small ViT that trains and is evaluated in <= 15 min on 2 CPU
-# cores (issue 44; docs/guide/ijepa_mae.md).
+# cores (docs/guide/ijepa_mae.md).
 VARIANTS = common.VARIANTS + ("cpu",)
 
 
@@ -66,7 +66,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
 
 def _cpu(c: config_dict.ConfigDict) -> None:
   """The ":cpu" recipe, in place: a small ViT that trains and is evaluated
-  on 2 CPU cores in minutes, not hours (issue 44; docs/guide/ijepa_mae.md,
+  on 2 CPU cores in minutes, not hours (docs/guide/ijepa_mae.md,
   "MAE: a CPU recipe", for the runs and their numbers)."""
   # A 96-wide, 4-block ViT (ViT-Tiny is 192 x 12), patch 4 as the default;
   # the paper's 75 % mask and normalised-pixel targets kept.
