@@ -14,7 +14,6 @@ import shutil
 import sys
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
