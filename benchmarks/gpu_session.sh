@@ -29,7 +29,8 @@
 # Environment: OUT (default /tmp/gpu_session_out), BUDGET (seconds for the
 # benchmark itself, default 450), STEPS / REPEATS / WARMUP (default 10 / 2 /
 # 3), MODELS (default r50_in1k,vitb16_mae), COMMIT (the commit to print;
-# default git rev-parse).
+# default git rev-parse), SSLJAX_GPU_SITE_READY (set: the wheels are already
+# installed and on PYTHONPATH, as benchmarks/gpu_methods.sh also reads).
 #
 # Files under $OUT (at most 8, flat): accelerator.md (the table),
 # accelerator.json (every number), profile_summary.txt (top ops of every
@@ -51,7 +52,9 @@ start=$(date +%s)
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "gpu_session.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT"
 
-if ls .whl/*.whl >/dev/null 2>&1; then
+if [ -n "${SSLJAX_GPU_SITE_READY:-}" ]; then
+  :  # installed by the caller, on PYTHONPATH
+elif ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
