@@ -97,7 +97,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # the embedding of its projector and its online probe.
     c.model.encoder = "vit_tiny16"
     c.model.encoder_kwargs = config_dict.ConfigDict(
-        {"patch_size": 7, "head_dim": 512})
+        {"patch_size": 7, "head_dim": 512, "input_mean": (),
+         "input_std": ()})  # () = no input standardisation
     c.optim.learning_rate = 5e-4  # per 256 samples
     c.optim.weight_decay = 5e-2
     c.optim.weight_decay_mask = "all"  # MINIMAL.md: one AdamW group
