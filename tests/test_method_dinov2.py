@@ -86,7 +86,10 @@ def _recomputed_terms(method, params, state, views, key, tau_t):
     {}, {"centering": "sinkhorn_knopp"},
     {"centering": "sinkhorn_knopp", "version": "dinov3"}])
 def test_loss_is_dinov2_terms_of_the_network_outputs(loss):
-  config = _config(**loss)
+  # The official warm-up 0.04 -> 0.07 (the config's default is 0.02 flat),
+  # so that the temperature read back is one mid-warm-up.
+  config = _config(**{"warmup_teacher_temperature": 0.04,
+                      "teacher_temperature": 0.07, **loss})
   method, params, state = _init(config)
   # A non-zero centre (as after a step) and a teacher unlike the student.
   if "dino_center" in state:
