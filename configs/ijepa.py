@@ -41,7 +41,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.encoder = "vit_tiny16"
   c.model.encoder_kwargs = config_dict.ConfigDict(dict(
       patch_size=4, representation="avg_tokens", pos_embedding="sincos",
-      class_token=False))
+      class_token=False, input_mean=(), input_std=()))
   # Narrow predictor: official 384 wide, 6-12 blocks for ViT-B/L/H (~1/3 of
   # the encoder's width); half of ViT-Tiny's width here.
   c.model.jepa_predictor = config_dict.ConfigDict(dict(

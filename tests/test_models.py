@@ -169,6 +169,24 @@ def test_vit_head_is_a_linear_layer_on_the_representation():
     models.VisionTransformer(head_dim=-1, **kw).init(jax.random.key(0), x)
 
 
+def test_vit_input_standardisation_equals_standardised_images():
+  # input_mean / input_std: (x - mean) / std inside the encoder, as the
+  # official I-JEPA's Normalize transform; off by default.
+  kw = dict(patch_size=7, hidden_dim=8, depth=1, num_heads=2)
+  x = jax.random.uniform(jax.random.key(1), (3, 28, 28, 1))
+  params = models.VisionTransformer(**kw).init(jax.random.key(0), x)
+  enc = models.VisionTransformer(input_mean=(0.3,), input_std=(0.4,), **kw)
+  np.testing.assert_allclose(
+      enc.apply(params, x),
+      models.VisionTransformer(**kw).apply(params, (x - 0.3) / 0.4),
+      rtol=1e-5, atol=1e-6)
+  for bad in (dict(input_mean=(0.3,), input_std=(0.0,)),
+              dict(input_mean=(0.3,), input_std=()),
+              dict(input_mean=(0.3, 0.3), input_std=(0.4, 0.4))):
+    with pytest.raises(ValueError, match="input_"):
+      models.VisionTransformer(**bad, **kw).init(jax.random.key(0), x)
+
+
 def test_vit_initialised_at_224_takes_96_pixel_local_crops():
   enc = models.ViTSmall16()
   variables = jax.eval_shape(lambda k: enc.init(k, jnp.zeros((1, 224, 224, 3))),

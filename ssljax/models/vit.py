@@ -238,6 +238,11 @@ class VisionTransformer(nn.Module):
       =512``) uses as its embedding, read by its projector and its probe.
       The representation is then (B, head_dim); ``output="tokens"`` is not
       affected.
+    input_mean, input_std: () (off, the default) or C floats each (std
+      > 0): the images are standardised per channel, (x - mean) / std,
+      before the patch embedding, as the official I-JEPA's and MAE's data
+      transforms do (Normalize with the ImageNet mean and std). Inside the
+      encoder, so that training views and every evaluator's images get it.
   """
   patch_size: int = 16
   hidden_dim: int = 384
@@ -249,6 +254,8 @@ class VisionTransformer(nn.Module):
   pos_embedding: str = "learned"
   class_token: bool = True
   head_dim: int = 0
+  input_mean: tuple = ()
+  input_std: tuple = ()
 
   def _check(self, height, width):
     p = self.patch_size
@@ -272,6 +279,11 @@ class VisionTransformer(nn.Module):
     if (isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int)
         or self.head_dim < 0):
       raise ValueError(f"head_dim must be an int >= 0, got {self.head_dim!r}")
+    if len(self.input_mean) != len(self.input_std) or not all(
+        s > 0 for s in self.input_std):
+      raise ValueError(f"input_mean {self.input_mean!r} and input_std "
+                       f"{self.input_std!r}: expected as many floats each, "
+                       "std > 0 (or both empty)")
 
   def _positions(self, gh, gw):
     """(1, num_prefix + gh·gw, D) position embeddings, float32."""
@@ -314,7 +326,8 @@ class VisionTransformer(nn.Module):
         and iBOT's student (Oquab et al. 2023, arXiv 2304.07193, §4).
 
     Raises:
-      ValueError: H or W not divisible by the patch size, hidden_dim not
+      ValueError: H or W not divisible by the patch size, input_mean /
+        input_std not matching the channels or std <= 0, hidden_dim not
         divisible by num_heads, a representation or pos_embedding name not
         known or not possible, a resolution other than the init one
         after a non-square init, or masks not of shape (B, gh·gw).
@@ -323,6 +336,12 @@ class VisionTransformer(nn.Module):
     batch, height, width, _ = x.shape
     self._check(height, width)
     p, dim = self.patch_size, self.hidden_dim
+    if self.input_mean:
+      if len(self.input_mean) != x.shape[-1]:
+        raise ValueError(f"input_mean has {len(self.input_mean)} entries, "
+                         f"the images {x.shape[-1]} channels")
+      x = ((x.astype(jnp.float32) - jnp.asarray(self.input_mean, jnp.float32))
+           / jnp.asarray(self.input_std, jnp.float32))
     x = nn.Conv(dim, (p, p), strides=p, padding="VALID", dtype=self.dtype,
                 name="patch_embed")(x.astype(self.dtype))
     gh, gw = x.shape[1], x.shape[2]
