@@ -2,16 +2,25 @@
 
     python benchmarks/ijepa_collapse.py masks
     python benchmarks/ijepa_collapse.py tokens runs/pA runs/pB
+    python benchmarks/ijepa_collapse.py probe runs/q0 runs/q0:init
 
 ``masks``: the context patches after the batch-minimum cut of
 `ssljax.methods.masks.multiblock_masks` (Assran et al. 2023, arXiv
 2301.08243, official MaskCollator) on a 7x7 grid, 40 keys per setting:
 mean/min/max count and how often each patch is in the context (1 = even).
-``tokens``: for each run folder, the target encoder's layer-normalised
-tokens (no affine, eps 1e-5, as the loss) of 512 test images: the
-image-dependent share of their variance around the global mean token, the
-smooth-L1 of a predictor that outputs each position's mean token, and RankMe
-of the average-pooled tokens (Garrido et al. 2023, arXiv 2210.02885).
+``tokens``: for each run folder (``DIR:init``: its encoder re-initialised,
+seed 0), the target encoder's layer-normalised tokens (no affine, eps 1e-5,
+as the loss) of 512 test images: the image-dependent share of their
+variance around the global mean token, the smooth-L1 of a predictor that
+outputs each position's mean token, RankMe of the average-pooled tokens
+(Garrido et al. 2023, arXiv 2210.02885), and, for blank patches (every
+pixel 0) and the others, the image-dependent variance per element.
+``probe``: for each run folder (``DIR:init``: its encoder re-initialised,
+seed 0), RankMe of the representation of the first 10,000 train images,
+uncentred (as the evaluator) and centred, and a quick linear probe on them
+(scikit-learn logistic regression, C 1, standardised features, fit on the
+first 8,000, accuracy on the other 2,000; the test split is not read): a
+cheap check for short proxies, not the benchmark's probe.
 """
 
 import sys
@@ -61,10 +70,15 @@ def token_stats(workdirs, n=512):
   x = np.asarray(x[:n], np.float32) / 255.0
   if x.ndim == 3:
     x = x[..., None]
-  for wd in workdirs:
+  for arg in workdirs:
+    wd, _, mode = arg.partition(":")
     p = pretrained.load(wd)
-    tok = np.asarray(p.encoder.apply(p.variables, jnp.asarray(x),
-                                     output="tokens"))  # (n, 49, D)
+    variables = p.variables
+    if mode == "init":
+      variables = p.encoder.init(jax.random.PRNGKey(0), jnp.asarray(x[:2]),
+                                 train=False)
+    tok = np.asarray(p.encoder.apply(variables, jnp.asarray(x),
+                                     output="tokens"))  # (n, L, D)
     t = _ln(tok)
     pos_mean = t.mean(0, keepdims=True)
     share = (((t - pos_mean) ** 2).sum()
@@ -73,9 +87,58 @@ def token_stats(workdirs, n=512):
     sl1 = np.mean(np.where(d < 1, 0.5 * d * d, d - 0.5))
     s = np.linalg.svd(tok.mean(1), compute_uv=False)
     pk = s / s.sum() + 1e-7
-    print(f"{wd} step {p.step}: image-dependent share {share:.3f}, "
+    # Blank patches (every pixel 0) against the others: the image-dependent
+    # variance per element of the layer-normalised tokens (around each
+    # position's mean), and the variance around the one global mean token.
+    side = int(round(np.sqrt(t.shape[1])))
+    ps = x.shape[1] // side
+    blank = (x[..., 0].reshape(n, side, ps, side, ps).max((2, 4)) == 0
+             ).reshape(n, side * side)
+    dev = ((t - pos_mean) ** 2).mean(-1)
+    total = ((t - t.mean((0, 1), keepdims=True)) ** 2).mean()
+    print(f"{arg} step {0 if mode else p.step}: image-dependent share "
+          f"{share:.3f}, "
           f"position-mean smooth-L1 {sl1:.4f}, "
-          f"RankMe {np.exp(-(pk * np.log(pk)).sum()):.1f}")
+          f"RankMe {np.exp(-(pk * np.log(pk)).sum()):.1f}; blank patches "
+          f"{blank.mean():.2f}, image-dependent variance blank "
+          f"{dev[blank].mean():.4f} other {dev[~blank].mean():.4f}, "
+          f"variance around the mean token {total:.3f}")
+
+
+def _rankme(h):
+  s = np.linalg.svd(h, compute_uv=False)
+  pk = s / s.sum() + 1e-7
+  return float(np.exp(-(pk * np.log(pk)).sum()))
+
+
+def quick_probe(args, n=10000, fit=8000):
+  """Prints RankMe and a quick train-split probe of each ``DIR[:init]``."""
+  # scikit-learn only here, so the other subcommands run without it.
+  from sklearn import linear_model, preprocessing  # pylint: disable=C0415
+  x, y = fashion_mnist.read_split(fashion_mnist.find_fashion_mnist_files(),
+                                  "train")
+  x = np.asarray(x[:n], np.float32) / 255.0
+  y = np.asarray(y[:n])
+  if x.ndim == 3:
+    x = x[..., None]
+  for arg in args:
+    wd, _, mode = arg.partition(":")
+    p = pretrained.load(wd)
+    variables = p.variables
+    if mode == "init":
+      variables = p.encoder.init(jax.random.PRNGKey(0), jnp.asarray(x[:2]),
+                                 train=False)
+    f = jax.jit(lambda v, b, enc=p.encoder: enc.apply(v, b, train=False))
+    h = np.concatenate([np.asarray(f(variables, jnp.asarray(x[i:i + 1000])))
+                        for i in range(0, n, 1000)])
+    sc = preprocessing.StandardScaler().fit(h[:fit])
+    clf = linear_model.LogisticRegression(max_iter=500, C=1.0).fit(
+        sc.transform(h[:fit]), y[:fit])
+    acc = clf.score(sc.transform(h[fit:]), y[fit:])
+    print(f"{arg} step {0 if mode else p.step}: RankMe {_rankme(h):.2f} "
+          f"centred "
+          f"{_rankme(h - h.mean(0)):.2f} quick probe ({fit} -> {n - fit} "
+          f"train images) {acc:.4f}", flush=True)
 
 
 if __name__ == "__main__":
@@ -83,5 +146,7 @@ if __name__ == "__main__":
     mask_stats()
   elif sys.argv[1:2] == ["tokens"]:
     token_stats(sys.argv[2:])
+  elif sys.argv[1:2] == ["probe"]:
+    quick_probe(sys.argv[2:])
   else:
     sys.exit(__doc__)

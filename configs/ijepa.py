@@ -100,7 +100,11 @@ def _cpu_recipe(c: config_dict.ConfigDict, smoke: bool) -> None:
   target encoder collapsed within 50-100 steps (RankMe 2.0-2.8 on the test
   set's average-pooled tokens) with these masks, with smaller targets
   (context 12-20 patches instead of 5-7) and with a 96-wide, 6-block
-  predictor. It is kept so that the experiments can be repeated.
+  predictor; nor did normalised inputs (``encoder_kwargs.input_mean`` /
+  ``input_std``: RankMe 9.0 after 300 steps, but CV probe 0.743 against a
+  random-init probe of 0.767), a constant EMA 0.996, one target block or
+  patch 2 (a 14x14 grid) stop it in 100-step proxies. It is kept so that
+  the experiments can be repeated.
   """
   # ViT 96 wide, 6 blocks, 3 heads, patch 4: about 1/8 of ViT-Tiny's
   # per-token cost, so that feature extraction of the 70k images for the
