@@ -21,6 +21,8 @@ The ssljax side is the methods benchmark's command (`benchmarks/methods.py`)::
 ``--reuse-ssljax DIR`` reads a run of that command from ``DIR/<method>/
 seed<S>`` (the layout of ``methods.py --out DIR``) instead of training it
 again, when its ``config.json`` equals the config this runner would run.
+``--ssljax-arg`` and ``--twin-arg`` pass more arguments to either side
+(smoke runs: ``--ssljax-arg=--config.num_steps=3 --twin-arg=--steps=3``).
 
 The twin (``twin``, in the interpreter with torch, torchvision and lightly:
 the ``bench`` extra) is `benchmarks/vs_pytorch.py`'s PyTorch job with the
@@ -139,8 +141,9 @@ NOTES = {
         "(`VICRegProjectionHead(num_layers=2)` is the same)."),
     "simclr": (
         "lightly's `SimCLRProjectionHead(batch_norm=True)` ends with a "
-        "BatchNorm1d after its last Linear (SimCLR v2) and has no bias-free "
-        "hidden Linear option; the twin builds the config's Linear-BN-ReLU, "
+        "BatchNorm1d, without bias, after its last Linear (SimCLR v2's "
+        "head); with `batch_norm=False` it loses the hidden BatchNorm too. "
+        "The twin builds the config's Linear-BN-ReLU, "
         "Linear (512-512) from `ProjectionHead` blocks. `loss.block_size` "
         "(ours: None, the dense matrix) changes memory, not the value."),
     "barlow_twins": (
@@ -299,8 +302,12 @@ def lightly_head(widths, in_dim, last_bias=True):
 
 
 def lightly_criterion(rec):
-  """The lightly loss module of recipe ``rec`` (BYOL:
-  ``NegativeCosineSimilarity``, combined by ``byol_loss``)."""
+  """The lightly loss module of recipe ``rec``, called on two (B, K)
+  float32 embeddings: VICReg (Bardes, Ponce & LeCun 2022, arXiv
+  2105.04906), NT-Xent (Chen et al. 2020, arXiv 2002.05709), Barlow Twins
+  (Zbontar et al. 2021, arXiv 2103.03230) or, for BYOL (Grill et al. 2020,
+  arXiv 2006.07733), ``NegativeCosineSimilarity``, combined by
+  ``byol_loss``."""
   from lightly import loss  # pylint: disable=import-outside-toplevel
   p = rec["loss"]
   if rec["method"] == "vicreg":
@@ -367,8 +374,9 @@ def twin_loss(rec, criterion, student, teacher, x0, x1):
 
 
 def target_momentum(rec, step, total):
-  """τ of the target update after step ``step`` (0-based) of ``total``:
-  lightly's ``cosine_schedule(step, total + 1, τ_0, τ_final)``."""
+  """τ (a float) of the target update after step ``step`` (0-based) of
+  ``total``: lightly's ``cosine_schedule(step, total + 1, τ_0, τ_final)``,
+  BYOL's cosine schedule (Grill et al. 2020, arXiv 2006.07733, §3.2)."""
   from lightly.utils.scheduler import cosine_schedule  # pylint: disable=import-outside-toplevel
   t = rec["teacher"]
   return cosine_schedule(step, total + 1, t["momentum"], t["final_momentum"])
@@ -473,11 +481,12 @@ def twin_job(method, epochs, *, seed=0, num_workers=2,
 # The runner (standard library; ml_collections for --reuse-ssljax).
 
 
-def ssljax_command(python, method, epochs, seed, run_dir):
-  """argv of the ssljax run: the methods benchmark's command."""
+def ssljax_command(python, method, epochs, seed, run_dir, extra=()):
+  """argv of the ssljax run: the methods benchmark's command (``extra``:
+  more arguments, e.g. ``--config.num_steps=3`` for a smoke run)."""
   return [python, "-m", "ssljax.main", "--config",
           f"benchmarks/methods_config.py:{method}", f"--config.epochs={epochs}",
-          f"--config.seed={seed}", "--workdir", run_dir]
+          f"--config.seed={seed}", "--workdir", run_dir] + list(extra)
 
 
 def twin_command(torch_python, method, epochs, seed, run_dir, extra=()):
@@ -686,11 +695,14 @@ def compare(args):
           records.append(record)
           print(f"{method} seed {seed} {side}: read {record_path}")
           continue
+        if args.read_only:
+          print(f"{method} seed {seed} {side}: no run (--read-only)")
+          continue
         os.makedirs(run_dir, exist_ok=True)
         record = {"method": method, "seed": seed, "framework": side,
                   "epochs": args.epochs}
         reused = None
-        if side == "ssljax" and args.reuse_ssljax:
+        if side == "ssljax" and args.reuse_ssljax and not args.ssljax_arg:
           candidate = os.path.join(args.reuse_ssljax, method, f"seed{seed}")
           ok, why = reusable(candidate, method, args.epochs, seed)
           if ok:
@@ -705,7 +717,7 @@ def compare(args):
         else:
           if side == "ssljax":
             cmd = ssljax_command(args.python, method, args.epochs, seed,
-                                 run_dir)
+                                 run_dir, args.ssljax_arg)
           else:
             cmd = twin_command(args.torch_python, method, args.epochs, seed,
                                run_dir, args.twin_arg)
@@ -787,9 +799,14 @@ def main(argv=None):
   cmp_.add_argument("--reuse-ssljax", default=None, metavar="DIR",
                     help="a methods.py --out DIR whose <method>/seed<S> runs "
                     "of the same config are read instead of rerun")
+  cmp_.add_argument("--ssljax-arg", action="append", default=[],
+                    help="extra argument of the ssljax runs (repeatable; "
+                    "no reuse then), e.g. --ssljax-arg=--config.num_steps=3")
   cmp_.add_argument("--twin-arg", action="append", default=[],
                     help="extra argument of the twin (repeatable), e.g. "
                     "--twin-arg=--steps=5")
+  cmp_.add_argument("--read-only", action="store_true",
+                    help="only read the runs that exist; train none")
   cmp_.add_argument("--rerun", action="store_true",
                     help="train again runs that have a record.json")
   cmp_.add_argument("--doc", default=None,

@@ -287,7 +287,8 @@ def torch_evaluate(encoder, train, test, seed=0):
   """The main job's evaluation of a trained PyTorch encoder: its frozen
   features of the train and test images (eval mode, batches of 1000,
   pixels / 255), the linear probe (`linear_probe`, validation split from
-  ``seed``) and the 20-NN vote (`knn_accuracy`).
+  ``seed``) and the 20-NN vote weighted by exp(cos / 0.07) (`knn_accuracy`;
+  Wu et al. 2018, arXiv 1805.01978).
 
   Args:
     encoder: torch module, uint8-scaled float (B, 1, 28, 28) -> (B, D).
