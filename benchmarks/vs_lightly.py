@@ -102,7 +102,7 @@ MIRRORED = {
     "optim.name": "adamw", "optim.clip_grad_norm": 0.0,
     "optim.weight_decay_schedule": "constant", "optim.schedule_scale": 1.0,
     "optim.warmup_start_factor": 0.0, "optim.schedule_offset": 0,
-    "batch_size": 256, "num_steps": -1, "loss.form": "two_view",
+    "num_steps": -1, "loss.form": "two_view",
 }
 # Fields that may be absent; when present they must hold this value
 # (PyTorch's nn.Linear init and BatchNorm1d defaults in the heads,
@@ -478,6 +478,137 @@ def twin_job(method, epochs, *, seed=0, num_workers=2,
 
 
 # --------------------------------------------------------------------------
+# Step parity (torch, lightly and ssljax's JAX in one interpreter).
+
+
+def flax_variables(state_dict, rec, prefix=""):
+  """(params, batch_stats) in ssljax's layout of a twin's ``state_dict``
+  (``student.state_dict()``, or the teacher's with only encoder and
+  projector): conv kernels OIHW -> HWIO, Linear weights transposed, the
+  encoder's ``Conv_i`` / ``BatchNorm_i`` and the heads' ``Dense_j`` /
+  ``BatchNorm_j`` in order. Arrays are float32 NumPy."""
+  get = lambda name: state_dict[prefix + name].detach().numpy().copy()
+  params, stats = {"encoder": {}}, {"encoder": {}}
+  # vs_pytorch.torch_model's encoder: (conv, bn, relu, pool) x 3, then
+  # (conv, bn, relu), global average.
+  for i, (conv, bn) in enumerate(((0, 1), (4, 5), (8, 9), (12, 13))):
+    params["encoder"][f"Conv_{i}"] = {
+        "kernel": get(f"encoder.{conv}.weight").transpose(2, 3, 1, 0)}
+    params["encoder"][f"BatchNorm_{i}"] = {
+        "scale": get(f"encoder.{bn}.weight"), "bias": get(f"encoder.{bn}.bias")}
+    stats["encoder"][f"BatchNorm_{i}"] = {
+        "mean": get(f"encoder.{bn}.running_mean"),
+        "var": get(f"encoder.{bn}.running_var")}
+  heads = [("projector", rec["projector"])]
+  if rec["predictor"] is not None and f"{prefix}predictor.layers.0.weight" in (
+      state_dict):
+    heads.append(("predictor", rec["predictor"]))
+  for part, widths in heads:
+    params[part], stats[part] = {}, {}
+    for j in range(len(widths)):
+      linear = f"{part}.layers.{3 * j}"
+      dense = {"kernel": get(f"{linear}.weight").T}
+      if f"{prefix}{linear}.bias" in state_dict:
+        dense["bias"] = get(f"{linear}.bias")
+      params[part][f"Dense_{j}"] = dense
+      if j < len(widths) - 1:
+        bn = f"{part}.layers.{3 * j + 1}"
+        params[part][f"BatchNorm_{j}"] = {"scale": get(f"{bn}.weight"),
+                                          "bias": get(f"{bn}.bias")}
+        stats[part][f"BatchNorm_{j}"] = {"mean": get(f"{bn}.running_mean"),
+                                         "var": get(f"{bn}.running_var")}
+  return params, stats
+
+
+def parity(method, *, steps=5, seed=0, batch_size=None, threads=None,
+           idx_dir=vs_pytorch.IDX_DIR):
+  """The twin's and ssljax's train steps from the same weights on the same
+  views: ``steps`` steps of each, the twin's losses against ssljax's.
+
+  The twin is built as ``twin_job`` builds it (``torch.manual_seed(seed)``)
+  and draws its views with ``vs_pytorch.torch_loader`` (no workers); its
+  initial weights (and BYOL's target, a copy of them) go into a train state
+  of ``configs/<method>.py`` (``flax_variables``), and ssljax's
+  ``train.train_step`` runs on the twin's views (``ready_views``), both
+  with schedules over ``steps`` steps of an epoch of the loader's length.
+  ``batch_size`` (default: the config's) sets both sides' batch.
+
+  Returns:
+    {"method", "steps", "lightly_loss", "ssljax_loss" (lists of floats),
+    "relative_difference" (per step), "final_weights_relative_difference"
+    ({parameter path: ‖ours − theirs‖ / ‖theirs‖})}.
+  """
+  # pylint: disable=import-outside-toplevel
+  import functools
+  import jax
+  import numpy as np
+  import torch
+  from benchmarks import first_epoch
+  from ssljax import data, methods, optimizers, train, train_state
+  # pylint: enable=import-outside-toplevel
+  if threads:
+    torch.set_num_threads(threads)
+  config = method_config(method, seed=seed)
+  if batch_size:
+    config.batch_size = batch_size
+  rec = recipe(method, config)
+  torch.manual_seed(seed)
+  train_x, _ = vs_pytorch.fashion_mnist("train", idx_dir)
+  student, teacher = build_twin(rec)
+  criterion = lightly_criterion(rec)
+  loader = vs_pytorch.torch_loader(train_x, rec["batch_size"], 0,
+                                   views=rec["views"])
+  steps_per_epoch = len(loader)
+  optimizer, scheduler = vs_pytorch.torch_optimizer(
+      student, rec["optim"], steps_per_epoch, steps, rec["batch_size"])
+
+  ssl = methods.build(config)
+  lr_fn = optimizers.create_learning_rate_fn(
+      config.optim, config.batch_size, steps_per_epoch, steps)
+  tx = optimizers.create_optimizer(config.optim, lr_fn, steps_per_epoch)
+  state = train_state.create_train_state(
+      ssl, tx, jax.random.key(seed), train.batch_spec(config, (28, 28, 1)))
+  params, stats = flax_variables(student.state_dict(), rec)
+  method_state = {**state.method_state, "batch_stats": stats}
+  if teacher is not None:
+    t_params, t_stats = flax_variables(teacher.state_dict(), rec)
+    method_state["teacher"] = {"params": t_params, "batch_stats": t_stats}
+  params = jax.tree.map(jax.numpy.asarray, params)
+  method_state = jax.tree.map(jax.numpy.asarray, method_state)
+  state = state.replace(params=params, opt_state=state.tx.init(params),
+                        method_state=method_state)
+  step_fn = jax.jit(functools.partial(
+      train.train_step, spec=data.view_spec(config.views), seed=seed,
+      total_steps=steps, steps_per_epoch=steps_per_epoch))
+
+  student.train()
+  if teacher is not None:
+    teacher.train()
+  theirs, ours = [], []
+  for k, (x0, x1) in enumerate(loader):
+    if k == steps:
+      break
+    views = np.stack([x0.numpy(), x1.numpy()])[:, :, 0, :, :, None]
+    state, metrics = step_fn(state, {"ready_views": jax.numpy.asarray(views)})
+    ours.append(float(metrics["loss"]))
+    loss = twin_loss(rec, criterion, student, teacher, x0, x1)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    if teacher is not None:
+      move_target(rec, student, teacher, k, steps)
+    theirs.append(loss.item())
+  final, _ = flax_variables(student.state_dict(), rec)
+  return {"method": method, "steps": steps, "batch_size": rec["batch_size"],
+          "lightly_loss": theirs, "ssljax_loss": ours,
+          "relative_difference": [abs(a - b) / abs(b)
+                                  for a, b in zip(ours, theirs)],
+          "final_weights_relative_difference": first_epoch.relative_drift(
+              state.params, final)}
+
+
+# --------------------------------------------------------------------------
 # The runner (standard library; ml_collections for --reuse-ssljax).
 
 
@@ -786,6 +917,14 @@ def main(argv=None):
   job.add_argument("--rows", type=int, default=None,
                    help="first ROWS train and ROWS // 5 test images (smoke)")
   job.add_argument("--out-json", help="also write the summary here")
+  par = sub.add_parser("parity", help="the twin's steps against ssljax's "
+                       "from the same weights on the same views")
+  par.add_argument("--method", choices=METHODS, required=True)
+  par.add_argument("--steps", type=int, default=5)
+  par.add_argument("--seed", type=int, default=0)
+  par.add_argument("--batch-size", type=int, default=None)
+  par.add_argument("--threads", type=int, default=None,
+                   help="torch's intra-op threads (default: torch's)")
   cmp_ = sub.add_parser("compare", help="ssljax and the twins, over seeds")
   cmp_.add_argument("--torch-python", required=True,
                     help="interpreter with torch, torchvision, lightly")
@@ -822,6 +961,20 @@ def main(argv=None):
       with open(args.out_json, "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary, indent=1))
+  elif args.command == "parity":
+    result = parity(args.method, steps=args.steps, seed=args.seed,
+                    batch_size=args.batch_size, threads=args.threads)
+    print("| step | lightly loss | ssljax loss | relative difference |")
+    print("|---:|---:|---:|---:|")
+    for k, (a, b, r) in enumerate(zip(result["lightly_loss"],
+                                      result["ssljax_loss"],
+                                      result["relative_difference"])):
+      print(f"| {k} | {a:.6f} | {b:.6f} | {r:.1e} |")
+    drift = result["final_weights_relative_difference"]
+    worst = max(drift, key=drift.get)
+    kernels = max(v for k, v in drift.items() if "kernel" in k)
+    print(f"final weights: largest relative difference {drift[worst]:.1e} "
+          f"({worst}), of a kernel {kernels:.1e}")
   else:
     args.argv = argv
     compare(args)

@@ -312,3 +312,17 @@ def test_twin_job_trains_and_scores_a_few_steps():
       "probe/iterations", "knn/test_accuracy"}
   assert 0.0 <= summary["evals"]["knn/test_accuracy"] <= 1.0
   assert np.isfinite(summary["final_loss"])
+
+
+@pytest.mark.parametrize("method", vs_lightly.METHODS)
+def test_twin_steps_are_ssljaxs_steps(method):
+  """From the same weights on the same views (batch 32), the twin's first
+  3 train steps and ssljax's give the same losses to float32 rounding: the
+  heads, loss, optimiser, schedule (and BYOL's target update) agree, not
+  only the loss of one batch."""
+  _torch_and_lightly()
+  result = vs_lightly.parity(method, steps=3, batch_size=32)
+  assert len(result["ssljax_loss"]) == 3
+  assert max(result["relative_difference"]) < 1e-4, result
+  drift = result["final_weights_relative_difference"]
+  assert max(v for k, v in drift.items() if "kernel" in k) < 1e-2, drift
