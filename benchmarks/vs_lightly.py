@@ -8,7 +8,7 @@
 
 For each method that lightly ships losses and heads for and that ssljax
 ships a Fashion-MNIST CNN config of (``METHODS``: VICReg, SimCLR, Barlow
-Twins, BYOL), ``compare`` trains, per seed, ssljax's own config and its
+Twins, BYOL, SimSiam), ``compare`` trains, per seed, ssljax's own config and its
 *twin*, the same recipe written with lightly, one after the other, each as a
 child process, and scores both with the main job's protocol (linear probe
 and 20-NN on the frozen 512-d encoder features of train -> test).
@@ -43,7 +43,8 @@ something the twin does not build. The method's parts are lightly's:
 * losses: ``VICRegLoss(lambda_param, mu_param, nu_param, eps)``,
   ``NTXentLoss(temperature)``, ``BarlowTwinsLoss(lambda_param)`` and, for
   BYOL, ``NegativeCosineSimilarity`` as ``4 + 2 (ncs(p0, t1) + ncs(p1, t0))``,
-  which is ssljax's symmetrised ``Σ mean(2 − 2 cos)`` in value and gradient;
+  which is ssljax's symmetrised ``Σ mean(2 − 2 cos)`` in value and gradient,
+  and, for SimSiam, ``½ (ncs(p0, sg(z1)) + ncs(p1, sg(z0)))``;
 * BYOL's target: ``deactivate_requires_grad`` copies of the encoder and
   projector, moved after every optimiser step by ``update_momentum`` with
   ``cosine_schedule(k, K + 1, momentum, final_momentum)`` (for k < K equal to
@@ -81,7 +82,7 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 from benchmarks import vs_pytorch  # noqa: E402  pylint: disable=wrong-import-position
 
-METHODS = ("vicreg", "simclr", "barlow_twins", "byol")
+METHODS = ("vicreg", "simclr", "barlow_twins", "byol", "simsiam")
 SIDES = ("ssljax", "lightly")
 BEGIN = "<!-- vs_lightly.py: begin -->"
 END = "<!-- vs_lightly.py: end -->"
@@ -120,7 +121,7 @@ MIRRORED_IF_SET = {
 LOSS_FIELDS = {"vicreg": ("inv_weight", "var_weight", "cov_weight", "eps"),
                "simclr": ("temperature", "block_size"),
                "barlow_twins": ("lambda_offdiag",),
-               "byol": ()}
+               "byol": (), "simsiam": ()}
 _ABSENT = object()
 
 # Where the twin cannot be, or is not, the lightly class as shipped; shown
@@ -162,6 +163,13 @@ NOTES = {
         "loss's value. lightly's examples move the target once per epoch "
         "with `cosine_schedule(epoch, epochs, 0.996, 1)`; the twin moves it "
         "after every step, as ours."),
+    "simsiam": (
+        "lightly's `SimSiamProjectionHead` has 3 layers and ends with a "
+        "BatchNorm1d (the official ImageNet head); the config's projector "
+        "is 2 layers (2048-2048) without a last BatchNorm, built from "
+        "`ProjectionHead` blocks; the predictor (512-2048) is "
+        "`SimSiamPredictionHead`'s form. AdamW for both (the official "
+        "SGD with a fixed-lr predictor is not the config's)."),
 }
 
 
@@ -235,11 +243,11 @@ def mirror_problems(config):
       LOSS_FIELDS[config.method])
   if extra:
     problems.append(f"loss fields the twin does not read: {sorted(extra)}")
-  wants_teacher = config.method == "byol"
-  if wants_teacher != ("teacher" in config):
+  if (config.method == "byol") != ("teacher" in config):
     problems.append("teacher: the twin has one for byol only")
-  if wants_teacher != ("predictor" in config.model):
-    problems.append("model.predictor: the twin has one for byol only")
+  if (config.method in ("byol", "simsiam")) != ("predictor" in config.model):
+    problems.append("model.predictor: the twin has one for byol and simsiam "
+                    "only")
   return problems
 
 
@@ -306,8 +314,9 @@ def lightly_criterion(rec):
   float32 embeddings: VICReg (Bardes, Ponce & LeCun 2022, arXiv
   2105.04906), NT-Xent (Chen et al. 2020, arXiv 2002.05709), Barlow Twins
   (Zbontar et al. 2021, arXiv 2103.03230) or, for BYOL (Grill et al. 2020,
-  arXiv 2006.07733), ``NegativeCosineSimilarity``, combined by
-  ``byol_loss``."""
+  arXiv 2006.07733) and SimSiam (Chen & He 2021, arXiv 2011.10566),
+  ``NegativeCosineSimilarity``, combined by ``byol_loss`` or
+  ``simsiam_loss``."""
   from lightly import loss  # pylint: disable=import-outside-toplevel
   p = rec["loss"]
   if rec["method"] == "vicreg":
@@ -321,6 +330,14 @@ def lightly_criterion(rec):
   return loss.NegativeCosineSimilarity()
 
 
+def simsiam_loss(ncs, p0, p1, z0, z1):
+  """SimSiam's symmetrised loss (Chen & He 2021, arXiv 2011.10566, eq. (2)),
+  ½ D(p0, sg(z1)) + ½ D(p1, sg(z0)) with D = lightly's
+  NegativeCosineSimilarity ``ncs`` (−mean cos), as lightly's SimSiam
+  example writes it. p, z: (B, K); a 0-d tensor."""
+  return 0.5 * (ncs(p0, z1.detach()) + ncs(p1, z0.detach()))
+
+
 def byol_loss(ncs, p0, p1, t0, t1):
   """BYOL's symmetrised normalised-MSE loss (Grill et al. 2020, arXiv
   2006.07733, eq. (2) and §3.1), Σ over the two directions of mean_i(2 −
@@ -332,9 +349,10 @@ def byol_loss(ncs, p0, p1, t0, t1):
 
 def build_twin(rec):
   """(student, teacher) of recipe ``rec``: ``nn.ModuleDict`` of "encoder"
-  (vs_pytorch's CNN), "projector" and, for BYOL, "predictor" (lightly
-  heads); the teacher (BYOL) a gradient-free copy of the student's encoder
-  and projector, else None. Drawn from torch's global generator."""
+  (vs_pytorch's CNN), "projector" and, for BYOL and SimSiam, "predictor"
+  (lightly heads); the teacher (BYOL) a gradient-free copy of the
+  student's encoder and projector, else None. Drawn from torch's global
+  generator."""
   # pylint: disable=import-outside-toplevel
   from lightly.models.utils import deactivate_requires_grad
   from torch import nn
@@ -365,8 +383,12 @@ def twin_loss(rec, criterion, student, teacher, x0, x1):
   def embed(net, x):
     return net["projector"](net["encoder"](x))
 
-  if teacher is None:
+  if rec["predictor"] is None:
     return criterion(embed(student, x0), embed(student, x1))
+  if teacher is None:  # SimSiam: the student's own projections, stopped
+    z0, z1 = embed(student, x0), embed(student, x1)
+    p0, p1 = student["predictor"](z0), student["predictor"](z1)
+    return simsiam_loss(criterion, p0, p1, z0, z1)
   with torch.no_grad():
     t0, t1 = embed(teacher, x0), embed(teacher, x1)
   p0, p1 = (student["predictor"](embed(student, x)) for x in (x0, x1))

@@ -8,7 +8,7 @@ standard deviations, verdicts, table and commands, and the reuse of a
 methods-benchmark run only when its config.json is this config. With torch
 (skipped elsewhere): on a fixed batch each twin's loss (lightly's
 VICRegLoss, NTXentLoss, BarlowTwinsLoss, and NegativeCosineSimilarity as
-BYOL's loss) equals ssljax's method loss in value and gradient; the
+BYOL's and SimSiam's losses) equals ssljax's method loss in value and gradient; the
 twin's trainable parameters have ssljax's count, and its target momentum
 (lightly's cosine_schedule) is ssljax's at every step. No accuracy is
 asserted.
@@ -234,11 +234,12 @@ def test_twin_loss_is_ssljaxs_loss_value_and_gradient(method):
   a = rng.normal(size=(64, k)).astype(np.float32)
   b = (a + 0.5 * rng.normal(size=(64, k))).astype(np.float32)
   ta, tb = (torch.tensor(x, requires_grad=True) for x in (a, b))
-  if method == "byol":
+  if method in ("byol", "simsiam"):
     t0 = rng.normal(size=(64, k)).astype(np.float32) + a
     t1 = rng.normal(size=(64, k)).astype(np.float32) + b
-    theirs = vs_lightly.byol_loss(criterion, ta, tb, torch.tensor(t0),
-                                  torch.tensor(t1))
+    combine = (vs_lightly.byol_loss if method == "byol"
+               else vs_lightly.simsiam_loss)
+    theirs = combine(criterion, ta, tb, torch.tensor(t0), torch.tensor(t1))
     form = ours.FORMS[config.loss.form]
 
     def our_loss(p0, p1):
@@ -258,7 +259,7 @@ def test_twin_loss_is_ssljaxs_loss_value_and_gradient(method):
                                rtol=1e-4, atol=1e-7)
 
 
-@pytest.mark.parametrize("method", ("simclr", "byol"))
+@pytest.mark.parametrize("method", ("simclr", "byol", "simsiam"))
 def test_twin_has_ssljaxs_trainable_parameters(method):
   """The twin's student (encoder, heads) has as many trainable parameters,
   and as many weight-decayed ones (ndim > 1), as ssljax's network."""
@@ -267,7 +268,7 @@ def test_twin_has_ssljaxs_trainable_parameters(method):
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from ssljax.methods import networks  # pylint: disable=import-outside-toplevel
   config = vs_lightly.method_config(method)
-  net = (networks.predictor_network(config) if method == "byol"
+  net = (networks.predictor_network(config) if "predictor" in config.model
          else networks.projector_network(config))
   variables = jax.eval_shape(
       lambda: net.init(jax.random.key(0), jnp.zeros((2, 28, 28, 1)),
