@@ -135,7 +135,11 @@ NOTES = {
         "computes Adam's bias corrections in float64, optax in float32 "
         "(`optim.adam_bias_correction = \"optax\"`: 1.3e-5 relative at step "
         "1). Initial weights: the same distributions (PyTorch's defaults), "
-        "other draws."),
+        "other draws. Evaluation: the same protocol, ssljax's in JAX "
+        "(`ssljax.probes`), the twin's in torch (`vs_pytorch.linear_probe`, "
+        "`knn_accuracy`); `tests/test_vs_pytorch.py` holds the two probes "
+        "within 0.02 of each other and the two 20-NN votes equal on the "
+        "same features."),
     "vicreg": (
         "lightly's `VICRegProjectionHead` defaults to 3 layers; the twin "
         "builds the config's 2 (512-512) from `ProjectionHead` blocks "
@@ -780,10 +784,19 @@ def markdown_table(summary):
   return "\n".join(lines)
 
 
-def page(summary, *, command, machine_line, date, loads):
-  """The Markdown section (between BEGIN and END) of the docs page."""
+def _now():
+  return datetime.datetime.now(datetime.timezone.utc).strftime(
+      "%Y-%m-%d %H:%M UTC")
+
+
+def page(summary, *, command, machine_line, date, loads, reused=()):
+  """The Markdown section (between BEGIN and END) of the docs page;
+  ``reused``: "<method> seed <S>" of the ssljax runs read, not trained."""
   load = (f"{min(loads):.1f} to {max(loads):.1f}" if loads else "not "
           "recorded")
+  reuse_line = ([f"ssljax runs read from an earlier run of the same command "
+                 f"and config (`--reuse-ssljax`, the methods table's runs): "
+                 f"{', '.join(reused)}.", ""] if reused else [])
   return "\n".join([
       "## Side by side with lightly", "",
       "Each method's own config (`configs/<method>.py`, run as the table "
@@ -801,7 +814,7 @@ def page(summary, *, command, machine_line, date, loads):
       f"Command: `{command}`  ",
       f"Machine: {machine_line}; 1-minute load average at the runs' starts "
       f"{load} (times are upper bounds)  ",
-      f"Date: {date}", "",
+      f"Date: {date}", "", *reuse_line,
       markdown_table(summary)])
 
 
@@ -826,6 +839,16 @@ def read_run(run_dir):
   return {k: out[k] for k in ("probe", "knn", "train_seconds")}
 
 
+def shown_command(argv, torch_python):
+  """The compare command as the page shows it: the torch interpreter's
+  path as ``<bench interpreter>``, without ``--read-only`` (which fills
+  the same table from the runs that exist)."""
+  shown = [a.replace(torch_python, "<bench interpreter>") for a in argv
+           if a != "--read-only"]
+  return "python benchmarks/vs_lightly.py " + " ".join(
+      a if a == "<bench interpreter>" else shlex.quote(a) for a in shown)
+
+
 def compare(args):
   """Runs (or reads) every (seed, method, side); writes the tables."""
   os.makedirs(args.out, exist_ok=True)
@@ -834,8 +857,7 @@ def compare(args):
                               if env.get("PYTHONPATH") else "")
   from benchmarks import methods  # pylint: disable=import-outside-toplevel
   machine_line = methods.machine()
-  command = "python benchmarks/vs_lightly.py " + " ".join(
-      shlex.quote(a) for a in args.argv)
+  command = shown_command(args.argv, args.torch_python)
   records = []
   for seed in args.seeds:
     for method in args.methods:
@@ -876,6 +898,7 @@ def compare(args):
                                run_dir, args.twin_arg)
           print(f"[{time.strftime('%H:%M:%S')}] {method} seed {seed} "
                 f"{side}: {' '.join(cmd)}", flush=True)
+          record["started_utc"] = _now()
           try:
             run = vs_pytorch.run_child(
                 cmd, log_path=os.path.join(run_dir, "log.txt"),
@@ -899,12 +922,15 @@ def write_results(args, records, command, machine_line):
   """Writes results.json, results.md (and the docs section); the
   summary."""
   summary = aggregate(records)
-  date = datetime.datetime.now(datetime.timezone.utc).strftime(
-      "%Y-%m-%d %H:%M UTC")
+  starts = sorted(r["started_utc"] for r in records if r.get("started_utc"))
+  date = (f"runs started {starts[0]} to {starts[-1]}; table written {_now()}"
+          if starts else _now())
   loads = [r["load_before"] for r in records
            if r.get("load_before") is not None]
+  reused = [f"{r['method']} seed {r['seed']}" for r in records
+            if r.get("reused_from")]
   text = page(summary, command=command, machine_line=machine_line, date=date,
-              loads=loads)
+              loads=loads, reused=reused)
   recipes = {}
   for method in summary:
     try:

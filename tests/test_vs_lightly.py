@@ -327,3 +327,11 @@ def test_twin_steps_are_ssljaxs_steps(method):
   assert max(result["relative_difference"]) < 1e-4, result
   drift = result["final_weights_relative_difference"]
   assert max(v for k, v in drift.items() if "kernel" in k) < 1e-2, drift
+
+
+def test_shown_command_hides_the_bench_interpreters_path():
+  shown = vs_lightly.shown_command(
+      ["compare", "--torch-python", "/x/bin/python", "--seeds", "0", "1"],
+      "/x/bin/python")
+  assert shown == ("python benchmarks/vs_lightly.py compare --torch-python "
+                   "<bench interpreter> --seeds 0 1")
