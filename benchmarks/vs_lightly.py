@@ -220,8 +220,9 @@ def mirror_problems(config):
 
   Checks ``MIRRORED`` (required values), ``MIRRORED_IF_SET`` (values of
   optional fields) and that ``config.method`` is one of METHODS with a loss
-  of only ``LOSS_FIELDS`` (besides ``form``) and, for BYOL, a predictor and
-  a teacher.
+  of only ``LOSS_FIELDS`` (besides ``form``), one value per view op for
+  both views, and heads as the twin builds them: BYOL a predictor and a
+  teacher, SimSiam a predictor, the others neither.
   """
   problems = []
   if config.get("method") not in METHODS:
@@ -235,14 +236,16 @@ def mirror_problems(config):
     value = _value_at(config, field)
     if value is not _ABSENT and not _same(value, expected):
       problems.append(f"{field} = {value!r}; the twin builds {expected!r}")
-  for field in vs_pytorch.VIEWS:  # one value for both views, no per-view
-    value = config.views[field]
-    ranged = isinstance(vs_pytorch.VIEWS[field], tuple)
-    if ranged != (isinstance(value, (tuple, list)) and len(value) == 2
-                  and all(isinstance(v, (int, float)) for v in value)):
-      if not (not ranged and isinstance(value, (int, float))):
-        problems.append(f"views.{field} = {value!r}: the twin takes one "
-                        "value for both views")
+  for field, mirrored in vs_pytorch.VIEWS.items():
+    value = config.views[field]  # one value (or range) for both views
+    if isinstance(mirrored, tuple):
+      one = (isinstance(value, (tuple, list)) and len(value) == 2
+             and all(isinstance(v, (int, float)) for v in value))
+    else:
+      one = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not one:
+      problems.append(f"views.{field} = {value!r}: the twin takes one "
+                      "value for both views")
   extra = set(config.loss.keys()) - {"form"} - set(
       LOSS_FIELDS[config.method])
   if extra:
@@ -264,9 +267,12 @@ def recipe(method, config=None):
   final_momentum} or None), ``batch_size`` and ``representation_dim``.
 
   Raises:
-    ValueError: an unknown method, or a config with ``mirror_problems``.
+    ValueError: an unknown method, a config of another method, or a config
+      with ``mirror_problems``.
   """
   config = method_config(method) if config is None else config
+  if config.get("method") != method:
+    raise ValueError(f"a config of {config.get('method')!r}, not {method!r}")
   problems = mirror_problems(config)
   if problems:
     raise ValueError(f"the twin of {method} cannot mirror its config: "
