@@ -832,7 +832,8 @@ def write_doc(path, document):
     old = f.read()
   start, end = old.find(BEGIN), old.find(END)
   if 0 <= start < end:
-    text = old[:start] + block + old[end + len(END):].lstrip("\n")
+    rest = old[end + len(END):].lstrip("\n")
+    text = old[:start] + block + ("\n" + rest if rest else "")
   else:
     text = old.rstrip("\n") + "\n\n" + block
   with open(path, "w") as f:

@@ -151,9 +151,11 @@ def test_write_doc_replaces_only_its_section(tmp_path):
   page = tmp_path / "page.md"
   page.write_text("# Title\n\nkept\n")
   vs_lightly.write_doc(str(page), "one")
+  page.write_text(page.read_text() + "\n## After\n")
   vs_lightly.write_doc(str(page), "two")
   text = page.read_text()
   assert text.startswith("# Title\n\nkept\n")
+  assert text.endswith(f"{vs_lightly.END}\n\n## After\n")
   assert "two" in text and "one" not in text
   assert text.count(vs_lightly.BEGIN) == 1
 
