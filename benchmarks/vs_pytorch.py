@@ -261,6 +261,49 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
           f"({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
   seconds["train_steps"] = time.time() - t0
 
+  evals, eval_seconds = torch_evaluate(encoder, (train_x, train_y),
+                                       (test_x, test_y), seed=seed)
+  seconds.update(eval_seconds)
+  return {
+      "framework": "pytorch",
+      "versions": {"torch": torch.__version__,
+                   "torchvision": torchvision.__version__,
+                   "lightly": lightly.__version__,
+                   "python": platform.python_version()},
+      "torch_threads": torch.get_num_threads(),
+      "num_workers": num_workers,
+      "epochs": epochs,
+      "steps": total,
+      "optim": optim,
+      "final_loss": float(np.mean(losses[-20:])),
+      "train_seconds": seconds["train_steps"],
+      "wall_seconds": time.time() - start,
+      "seconds": seconds,
+      "evals": evals,
+  }
+
+
+def torch_evaluate(encoder, train, test, seed=0):
+  """The main job's evaluation of a trained PyTorch encoder: its frozen
+  features of the train and test images (eval mode, batches of 1000,
+  pixels / 255), the linear probe (`linear_probe`, validation split from
+  ``seed``) and the 20-NN vote weighted by exp(cos / 0.07) (`knn_accuracy`;
+  Wu et al. 2018, arXiv 1805.01978).
+
+  Args:
+    encoder: torch module, uint8-scaled float (B, 1, 28, 28) -> (B, D).
+    train, test: (images uint8 (N, 1, 28, 28), labels int64 (N,)) NumPy
+      arrays, as `fashion_mnist` returns them.
+    seed: the probe's validation split.
+
+  Returns:
+    (evals, seconds): evals {"probe/test_accuracy", "probe/val_accuracy",
+    "probe/l2", "probe/iterations", "knn/test_accuracy"}; seconds
+    {"features", "probe", "knn"}.
+  """
+  import torch  # pylint: disable=import-outside-toplevel
+  (train_x, train_y), (test_x, test_y) = train, test
+  seconds = {}
   t0 = time.time()
   encoder.eval()
 
@@ -278,27 +321,11 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   t0 = time.time()
   knn = knn_accuracy(h_train, y_train, h_test, y_test)
   seconds["knn"] = time.time() - t0
-  return {
-      "framework": "pytorch",
-      "versions": {"torch": torch.__version__,
-                   "torchvision": torchvision.__version__,
-                   "lightly": lightly.__version__,
-                   "python": platform.python_version()},
-      "torch_threads": torch.get_num_threads(),
-      "num_workers": num_workers,
-      "epochs": epochs,
-      "steps": total,
-      "optim": optim,
-      "final_loss": float(np.mean(losses[-20:])),
-      "train_seconds": seconds["train_steps"],
-      "wall_seconds": time.time() - start,
-      "seconds": seconds,
-      "evals": {"probe/test_accuracy": probe["test_accuracy"],
-                "probe/val_accuracy": probe["val_accuracy"],
-                "probe/l2": probe["l2"],
-                "probe/iterations": probe["iterations"],
-                "knn/test_accuracy": knn},
-  }
+  return ({"probe/test_accuracy": probe["test_accuracy"],
+           "probe/val_accuracy": probe["val_accuracy"],
+           "probe/l2": probe["l2"],
+           "probe/iterations": probe["iterations"],
+           "knn/test_accuracy": knn}, seconds)
 
 
 def linear_probe(h_train, y_train, h_test, y_test, *, l2_grid=L2_GRID,
