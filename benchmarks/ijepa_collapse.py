@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ssljax import pretrained
+from ssljax import metrics, pretrained
 from ssljax.data import fashion_mnist
 from ssljax.methods import masks
 
@@ -65,18 +65,9 @@ def _ln(t):
 
 def token_stats(workdirs, n=512):
   """Prints the collapse statistics of each run folder's last checkpoint."""
-  x, _ = fashion_mnist.read_split(fashion_mnist.find_fashion_mnist_files(),
-                                  "test")
-  x = np.asarray(x[:n], np.float32) / 255.0
-  if x.ndim == 3:
-    x = x[..., None]
+  x, _ = _images("test", n)
   for arg in workdirs:
-    wd, _, mode = arg.partition(":")
-    p = pretrained.load(wd)
-    variables = p.variables
-    if mode == "init":
-      variables = p.encoder.init(jax.random.PRNGKey(0), jnp.asarray(x[:2]),
-                                 train=False)
+    p, variables, mode = _encoder(arg, x)
     tok = np.asarray(p.encoder.apply(variables, jnp.asarray(x),
                                      output="tokens"))  # (n, L, D)
     t = _ln(tok)
@@ -85,8 +76,6 @@ def token_stats(workdirs, n=512):
              / ((t - t.mean((0, 1), keepdims=True)) ** 2).sum())
     d = np.abs(t - pos_mean)
     sl1 = np.mean(np.where(d < 1, 0.5 * d * d, d - 0.5))
-    s = np.linalg.svd(tok.mean(1), compute_uv=False)
-    pk = s / s.sum() + 1e-7
     # Blank patches (every pixel 0) against the others: the image-dependent
     # variance per element of the layer-normalised tokens (around each
     # position's mean), and the variance around the one global mean token.
@@ -99,35 +88,44 @@ def token_stats(workdirs, n=512):
     print(f"{arg} step {0 if mode else p.step}: image-dependent share "
           f"{share:.3f}, "
           f"position-mean smooth-L1 {sl1:.4f}, "
-          f"RankMe {np.exp(-(pk * np.log(pk)).sum()):.1f}; blank patches "
+          f"RankMe {_rankme(tok.mean(1)):.1f}; blank patches "
           f"{blank.mean():.2f}, image-dependent variance blank "
           f"{dev[blank].mean():.4f} other {dev[~blank].mean():.4f}, "
           f"variance around the mean token {total:.3f}")
 
 
+def _images(split, n):
+  """The first ``n`` Fashion-MNIST images of ``split`` in [0, 1] (n, 28, 28,
+  1) float32, and their labels."""
+  x, y = fashion_mnist.read_split(fashion_mnist.find_fashion_mnist_files(),
+                                  split)
+  x = np.asarray(x[:n], np.float32) / 255.0
+  return (x[..., None] if x.ndim == 3 else x), np.asarray(y[:n])
+
+
+def _encoder(arg, x):
+  """``DIR[:init]``: the run's pretrained encoder, its last checkpoint's
+  variables (``:init``: a fresh initialisation, key 0) and the mode."""
+  wd, _, mode = arg.partition(":")
+  p = pretrained.load(wd)
+  variables = p.variables
+  if mode == "init":
+    variables = p.encoder.init(jax.random.PRNGKey(0), jnp.asarray(x[:2]),
+                               train=False)
+  return p, variables, mode
+
+
 def _rankme(h):
-  s = np.linalg.svd(h, compute_uv=False)
-  pk = s / s.sum() + 1e-7
-  return float(np.exp(-(pk * np.log(pk)).sum()))
+  return float(metrics.rankme(jnp.asarray(h, jnp.float32)))
 
 
 def quick_probe(args, n=10000, fit=8000):
   """Prints RankMe and a quick train-split probe of each ``DIR[:init]``."""
   # scikit-learn only here, so the other subcommands run without it.
   from sklearn import linear_model, preprocessing  # pylint: disable=C0415
-  x, y = fashion_mnist.read_split(fashion_mnist.find_fashion_mnist_files(),
-                                  "train")
-  x = np.asarray(x[:n], np.float32) / 255.0
-  y = np.asarray(y[:n])
-  if x.ndim == 3:
-    x = x[..., None]
+  x, y = _images("train", n)
   for arg in args:
-    wd, _, mode = arg.partition(":")
-    p = pretrained.load(wd)
-    variables = p.variables
-    if mode == "init":
-      variables = p.encoder.init(jax.random.PRNGKey(0), jnp.asarray(x[:2]),
-                                 train=False)
+    p, variables, mode = _encoder(arg, x)
     f = jax.jit(lambda v, b, enc=p.encoder: enc.apply(v, b, train=False))
     h = np.concatenate([np.asarray(f(variables, jnp.asarray(x[i:i + 1000])))
                         for i in range(0, n, 1000)])

@@ -424,6 +424,21 @@ def move_target(rec, student, teacher, step, total):
   return m
 
 
+def twin_step(rec, criterion, student, teacher, optimizer, scheduler, x0, x1,
+              step, total):
+  """One train step of the twin on views (x0, x1): the loss, AdamW's
+  update, the schedule's step and, with a target, its momentum update
+  after step ``step`` of ``total``; returns the loss (a float)."""
+  loss = twin_loss(rec, criterion, student, teacher, x0, x1)
+  optimizer.zero_grad()
+  loss.backward()
+  optimizer.step()
+  scheduler.step()
+  if teacher is not None:
+    move_target(rec, student, teacher, step, total)
+  return loss.item()
+
+
 def twin_job(method, epochs, *, seed=0, num_workers=2,
              idx_dir=vs_pytorch.IDX_DIR, steps=None, rows=None):
   """Trains and evaluates the lightly twin of ``method``; its summary.
@@ -469,14 +484,8 @@ def twin_job(method, epochs, *, seed=0, num_workers=2,
   losses, step = [], 0
   while step < total:
     for x0, x1 in loader:
-      loss = twin_loss(rec, criterion, student, teacher, x0, x1)
-      optimizer.zero_grad()
-      loss.backward()
-      optimizer.step()
-      scheduler.step()
-      if teacher is not None:
-        move_target(rec, student, teacher, step, total)
-      losses.append(loss.item())
+      losses.append(twin_step(rec, criterion, student, teacher, optimizer,
+                              scheduler, x0, x1, step, total))
       step += 1
       if step % 50 == 0 or step == total:
         print(f"step {step}/{total}: loss {losses[-1]:.4f} "
@@ -623,14 +632,8 @@ def parity(method, *, steps=5, seed=0, batch_size=None, threads=None,
     views = np.stack([x0.numpy(), x1.numpy()])[:, :, 0, :, :, None]
     state, metrics = step_fn(state, {"ready_views": jax.numpy.asarray(views)})
     ours.append(float(metrics["loss"]))
-    loss = twin_loss(rec, criterion, student, teacher, x0, x1)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
-    if teacher is not None:
-      move_target(rec, student, teacher, k, steps)
-    theirs.append(loss.item())
+    theirs.append(twin_step(rec, criterion, student, teacher, optimizer,
+                            scheduler, x0, x1, k, steps))
   final, _ = flax_variables(student.state_dict(), rec)
   return {"method": method, "steps": steps, "batch_size": rec["batch_size"],
           "lightly_loss": theirs, "ssljax_loss": ours,
