@@ -60,7 +60,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.ibot_separate_head = False  # official ibot.separate_head
   # ViT-Tiny with 7-px patches: 4 x 4 tokens on 28 px, 2 x 2 on 14 px.
   c.model.encoder = "vit_tiny16"
-  c.model.encoder_kwargs = config_dict.ConfigDict({"patch_size": 7})
+  # weight_init "xavier" (ours); "timm" is the official DINOv2's start.
+  c.model.encoder_kwargs = config_dict.ConfigDict(
+      {"patch_size": 7, "weight_init": "xavier"})
   # Masks: official ibot.mask_ratio_min_max (0.1, 0.5) on
   # mask_sample_probability 0.5 of the global crops.
   c.masks = config_dict.ConfigDict()
@@ -93,7 +95,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.views.crop_scale = (0.32, 1.0)
   c.views.local_crop_scale = (0.05, 0.32)
   if variant == "smoke":
-    c.model.encoder_kwargs = config_dict.ConfigDict(
+    c.model.encoder_kwargs.update(
         {"patch_size": 7, "hidden_dim": 8, "depth": 1, "num_heads": 2})
     c.model.dino_head.update(dict(hidden_dim=16, bottleneck_dim=8,
                                   out_dim=32))
@@ -103,7 +105,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # 2 CPU cores at load 8-12 (2026-11-28). Its loss moves with the teacher
     # temperature below, but its probe (0.7889, CV 0.7918) is still under
     # the random-init ViT's (0.7956, CV 0.8018) (docs/guide/dinov2_swav.md).
-    c.model.encoder_kwargs = config_dict.ConfigDict(
+    c.model.encoder_kwargs.update(
         {"patch_size": 7, "hidden_dim": 96, "depth": 4, "num_heads": 3})
     c.model.dino_head.update(dict(hidden_dim=512, bottleneck_dim=128,
                                   out_dim=1024))

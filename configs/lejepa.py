@@ -98,7 +98,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.encoder = "vit_tiny16"
     c.model.encoder_kwargs = config_dict.ConfigDict(
         {"patch_size": 7, "head_dim": 512, "input_mean": (),
-         "input_std": ()})  # () = no input standardisation
+         "input_std": (),  # () = no input standardisation
+         # "xavier" (ours); "timm" is MINIMAL.md's timm ViT's start.
+         "weight_init": "xavier"})
     c.optim.learning_rate = 5e-4  # per 256 samples
     c.optim.weight_decay = 5e-2
     c.optim.weight_decay_mask = "all"  # MINIMAL.md: one AdamW group
@@ -128,7 +130,7 @@ def _cpu(c: config_dict.ConfigDict) -> None:
   # (192 x 12) takes hours an epoch on 2 cores; patch 4 as configs/mae.py
   # and configs/ijepa.py, since the references keep >= 36 tokens per view.
   # The 512-wide linear head of the default (MINIMAL.md's num_classes=512).
-  c.model.encoder_kwargs = config_dict.ConfigDict(
+  c.model.encoder_kwargs.update(
       {"patch_size": 4, "hidden_dim": 64, "depth": 4, "num_heads": 2,
        "head_dim": 512})
   # MINIMAL.md's launch command: 4 views of one kind, no local crops

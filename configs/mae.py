@@ -31,7 +31,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.encoder = "vit_tiny16"
   c.model.encoder_kwargs = config_dict.ConfigDict(dict(
       patch_size=4, representation="avg_tokens", pos_embedding="sincos",
-      input_mean=(), input_std=()))  # () = no standardisation
+      input_mean=(), input_std=(),  # () = no standardisation
+      weight_init="xavier"))  # the official initialize_weights
   # Light decoder: official 512 wide, 8 blocks, 16 heads for ViT-L; 128
   # wide, 4 blocks here (the paper's ablation, Table 1a-b: 1-8 blocks).
   c.model.mae_decoder = config_dict.ConfigDict(dict(

@@ -187,6 +187,54 @@ def test_vit_input_standardisation_equals_standardised_images():
       models.VisionTransformer(**bad, **kw).init(jax.random.key(0), x)
 
 
+def test_vit_ijepa_init_is_the_official_one():
+  # weight_init="ijepa": what the official init_model leaves (it redraws
+  # every Linear at N(0, 0.02²) after the constructor's fix_init_weight, so
+  # no depth rescale); the patch-embedding conv N(0, 0.02²); zero biases;
+  # the predictor the same. The parameter tree is the default's.
+  kw = dict(patch_size=4, hidden_dim=64, depth=4, num_heads=2,
+            class_token=False, representation="avg_tokens",
+            pos_embedding="sincos")
+  x = jnp.zeros((1, 28, 28, 1))
+  default = models.VisionTransformer(**kw).init(jax.random.key(0), x)
+  params = models.VisionTransformer(weight_init="ijepa", **kw).init(
+      jax.random.key(0), x)["params"]
+  assert (jax.tree_util.tree_structure(default["params"])
+          == jax.tree_util.tree_structure(params))
+  def std(a):
+    return float(np.std(np.asarray(a)))
+  assert abs(std(params["patch_embed"]["kernel"]) / 0.02 - 1) < 0.1
+  assert not np.any(np.asarray(params["patch_embed"]["bias"]))
+  for l in range(4):
+    block = params[f"block_{l}"]
+    for name, layer in (("attn", "qkv"), ("attn", "proj"), ("mlp", "fc1"),
+                        ("mlp", "fc2")):
+      leaf = block[name][layer]
+      assert abs(std(leaf["kernel"]) / 0.02 - 1) < 0.1, (l, layer)
+      assert not np.any(np.asarray(leaf["bias"]))
+  # The default is Xavier-uniform: fc1 (64 -> 256) at sqrt(2 / 320).
+  fc1 = default["params"]["block_0"]["mlp"]["fc1"]["kernel"]
+  assert abs(std(fc1) / np.sqrt(2 / 320) - 1) < 0.1
+  pred = models.JEPAPredictor(32, 3, 2, 64, weight_init="ijepa")
+  tokens = jnp.zeros((2, 5, 64))
+  idx = jnp.broadcast_to(jnp.arange(5), (2, 5))
+  p = pred.init(jax.random.key(1), tokens, idx, idx[None, :, :2],
+                (7, 7))["params"]
+  for leaf in (p["embed"], p["proj"], p["block_2"]["mlp"]["fc2"]):
+    assert abs(std(leaf["kernel"]) / 0.02 - 1) < 0.1
+  # timm's (the official DINOv2's and LeJEPA's): N(0, 0.02²) linear
+  # kernels, PyTorch's default patch embedding U(±1/sqrt(C·p²)), bias too.
+  timm = models.VisionTransformer(weight_init="timm", **kw).init(
+      jax.random.key(0), x)["params"]
+  assert abs(std(timm["block_1"]["mlp"]["fc2"]["kernel"]) / 0.02 - 1) < 0.1
+  for leaf in (timm["patch_embed"]["kernel"], timm["patch_embed"]["bias"]):
+    assert np.max(np.abs(np.asarray(leaf))) <= 0.25
+  assert abs(std(timm["patch_embed"]["kernel"]) * np.sqrt(3 * 16) - 1) < 0.1
+  with pytest.raises(ValueError, match="weight_init 'lecun'"):
+    models.VisionTransformer(weight_init="lecun", **kw).init(
+        jax.random.key(0), x)
+
+
 def test_vit_initialised_at_224_takes_96_pixel_local_crops():
   enc = models.ViTSmall16()
   variables = jax.eval_shape(lambda k: enc.init(k, jnp.zeros((1, 224, 224, 3))),

@@ -72,7 +72,8 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     head = config.model.jepa_predictor
     predictor = models.JEPAPredictor(
         head.width, head.depth, head.num_heads, encoder.hidden_dim,
-        dtype=networks.compute_dtype(config))
+        dtype=networks.compute_dtype(config),
+        weight_init=encoder.weight_init)
     self.network = models.IJEPANetwork(encoder, predictor)
     self.teacher_network = self.network
     self.encoder = encoder

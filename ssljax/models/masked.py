@@ -23,7 +23,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ssljax.models.vit import Block, sincos_pos_embed_2d, wide_dtype
+from ssljax.models.vit import (Block, WEIGHT_INITS, dense_init,
+                               sincos_pos_embed_2d, wide_dtype)
 
 __all__ = ["patchify", "unpatchify", "JEPAPredictor", "MAEDecoder"]
 
@@ -100,10 +101,12 @@ def unpatchify(patches: jax.Array, patch: int) -> jax.Array:
   return x.reshape(b, n * patch, n * patch, c)
 
 
-def _blocks(x, depth, num_heads, mlp_ratio, dtype, key_mask=None):
+def _blocks(x, depth, num_heads, mlp_ratio, dtype, key_mask=None,
+            weight_init="xavier"):
   hidden = int(x.shape[-1] * mlp_ratio)
   for i in range(depth):
-    x = Block(num_heads, hidden, dtype, name=f"block_{i}")(x, key_mask)
+    x = Block(num_heads, hidden, dtype, weight_init, name=f"block_{i}")(
+        x, key_mask)
   norm = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(dtype), name="norm")
   return norm(x).astype(dtype)
 
@@ -124,6 +127,10 @@ class JEPAPredictor(nn.Module):
     out_dim: encoder width D (the predictions' width).
     mlp_ratio: MLP width / width.
     dtype: computation dtype.
+    weight_init: one of ``ssljax.models.vit.WEIGHT_INITS``: "xavier" (the
+      default) or, as the official predictor, "ijepa" (N(0, 0.02²) linear
+      kernels, `ssljax.models.vit.dense_init`); the mask token is
+      N(0, 0.02²) in every case.
   """
   width: int
   depth: int
@@ -131,6 +138,7 @@ class JEPAPredictor(nn.Module):
   out_dim: int
   mlp_ratio: float = 4.0
   dtype: jnp.dtype = jnp.float32
+  weight_init: str = "xavier"
 
   @nn.compact
   def __call__(self, context, context_idx, target_idx, grid,
@@ -148,9 +156,13 @@ class JEPAPredictor(nn.Module):
     Returns:
       (M·B, T, out_dim) predictions, rows ordered (target block, image).
     """
+    if self.weight_init not in WEIGHT_INITS:
+      raise ValueError(f"weight_init {self.weight_init!r}: expected one of "
+                       f"{WEIGHT_INITS}")
     m, b, t = target_idx.shape
     pos = sincos_pos_embed_2d(self.width, tuple(grid)).astype(self.dtype)
-    x = nn.Dense(self.width, dtype=self.dtype, name="embed", **_dense)(
+    linear = dense_init(self.weight_init)
+    x = nn.Dense(self.width, dtype=self.dtype, name="embed", **linear)(
         context.astype(self.dtype))
     x = x + pos[context_idx]
     k = x.shape[1]
@@ -166,8 +178,8 @@ class JEPAPredictor(nn.Module):
             else target_valid.reshape(m * b, t).astype(bool))
       key_mask = jnp.concatenate([jnp.tile(cv, (m, 1)), tv], axis=1)
     x = _blocks(x, self.depth, self.num_heads, self.mlp_ratio, self.dtype,
-                key_mask)
-    return nn.Dense(self.out_dim, dtype=self.dtype, name="proj", **_dense)(
+                key_mask, self.weight_init)
+    return nn.Dense(self.out_dim, dtype=self.dtype, name="proj", **linear)(
         x[:, k:])
 
 

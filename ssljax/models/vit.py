@@ -38,14 +38,67 @@ import numpy as np
 
 __all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16", "Block",
            "interpolate_pos_embed", "sincos_pos_embed_2d", "REPRESENTATIONS",
-           "wide_dtype"]
+           "WEIGHT_INITS", "dense_init", "wide_dtype"]
 
 # What ``VisionTransformer`` returns as the representation (the module
 # docstring says which paper uses which).
 REPRESENTATIONS = ("cls", "avg_tokens", "cls_last2")
 
-_dense_init = dict(kernel_init=nn.initializers.xavier_uniform(),
-                   bias_init=nn.initializers.zeros)
+# How the linear layers and the patch embedding start (biases zero unless
+# said):
+#   "xavier": Xavier-uniform linear kernels (MAE's official
+#     ``initialize_weights``); the patch embedding keeps flax's LeCun normal;
+#   "timm": timm's ViT (``init_weights_vit_timm``), which the official
+#     DINOv2 and LeJEPA networks start from: linear kernels N(0, 0.02²);
+#     the patch embedding keeps PyTorch's Conv2d default, kernel and bias
+#     U(±1/sqrt(fan_in)), fan_in = C·p²;
+#   "ijepa": the weights that the official I-JEPA trains from (Assran et
+#     al. 2023, arXiv 2301.08243; facebookresearch/ijepa, src/helper.py
+#     ``init_model``): linear kernels and the patch embedding N(0, 0.02²).
+#     The models' constructors also divide each block's attention output
+#     and second MLP layer by sqrt(2·l) (``fix_init_weight``), but
+#     ``init_model`` then draws every linear layer again at N(0, 0.02²), so
+#     no run of the official code starts from that rescale; nor does this.
+# PyTorch's ``trunc_normal_(std=0.02)`` cuts at ±2 in absolute value, 100
+# standard deviations: a plain normal.
+WEIGHT_INITS = ("xavier", "timm", "ijepa")
+
+
+def dense_init(weight_init: str = "xavier") -> dict:
+  """``nn.Dense`` keywords (kernel_init, bias_init) of ``weight_init``,
+  one of ``WEIGHT_INITS`` (see the comment above it).
+
+  Returns:
+    dict(kernel_init=..., bias_init=zeros): float32 kernels of any
+    (fan_in, fan_out) shape; Xavier-uniform for "xavier", N(0, 0.02²)
+    otherwise.
+
+  Raises:
+    ValueError: an unknown ``weight_init``.
+
+  References:
+    Glorot & Bengio 2010 (Xavier); He et al. 2022, arXiv 2111.06377 (MAE's
+    initialize_weights); Assran et al. 2023, arXiv 2301.08243 (I-JEPA's
+    init_model); Oquab et al. 2023, arXiv 2304.07193 (DINOv2, timm's ViT).
+  """
+  if weight_init not in WEIGHT_INITS:
+    raise ValueError(f"weight_init {weight_init!r}: expected one of "
+                     f"{WEIGHT_INITS}")
+  kernel = (nn.initializers.xavier_uniform() if weight_init == "xavier"
+            else nn.initializers.normal(0.02))
+  return dict(kernel_init=kernel, bias_init=nn.initializers.zeros)
+
+
+def _patch_embed_init(weight_init: str, fan_in: int) -> dict:
+  """``nn.Conv`` keywords of the patch embedding (fan_in = C·p²)."""
+  if weight_init == "ijepa":
+    return dense_init(weight_init)
+  if weight_init == "timm":
+    bound = 1.0 / math.sqrt(fan_in)
+    uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(
+        key, shape, dtype, -bound, bound)
+    return dict(kernel_init=uniform, bias_init=uniform)
+  return {}  # flax's defaults: LeCun normal, zero bias
 
 
 def interpolate_pos_embed(pos_embed: jax.Array, grid: tuple[int, int],
@@ -148,12 +201,14 @@ class _Attention(nn.Module):
   """
   num_heads: int
   dtype: jnp.dtype = jnp.float32
+  weight_init: str = "xavier"
 
   @nn.compact
   def __call__(self, x, key_mask=None):
     batch, tokens, dim = x.shape
     head_dim = dim // self.num_heads
-    qkv = nn.Dense(3 * dim, dtype=self.dtype, name="qkv", **_dense_init)(x)
+    qkv = nn.Dense(3 * dim, dtype=self.dtype, name="qkv",
+                   **dense_init(self.weight_init))(x)
     qkv = qkv.reshape(batch, tokens, 3, self.num_heads, head_dim)
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, N, heads, hd)
     q = q * jnp.asarray(head_dim ** -0.5, self.dtype)
@@ -163,35 +218,42 @@ class _Attention(nn.Module):
       logits = jnp.where(key_mask[:, None, None, :], logits, -1e30)
     weights = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
     out = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, tokens, dim)
-    return nn.Dense(dim, dtype=self.dtype, name="proj", **_dense_init)(out)
+    return nn.Dense(dim, dtype=self.dtype, name="proj",
+                    **dense_init(self.weight_init))(out)
 
 
 class _Mlp(nn.Module):
   """Dense (hidden) -> exact GELU -> Dense (D). x: (B, N, D) -> (B, N, D)."""
   hidden: int
   dtype: jnp.dtype = jnp.float32
+  weight_init: str = "xavier"
 
   @nn.compact
   def __call__(self, x):
-    y = nn.Dense(self.hidden, dtype=self.dtype, name="fc1", **_dense_init)(x)
+    y = nn.Dense(self.hidden, dtype=self.dtype, name="fc1",
+                 **dense_init(self.weight_init))(x)
     y = nn.gelu(y, approximate=False)
-    return nn.Dense(x.shape[-1], dtype=self.dtype, name="fc2", **_dense_init)(y)
+    return nn.Dense(x.shape[-1], dtype=self.dtype, name="fc2",
+                    **dense_init(self.weight_init))(y)
 
 
 class Block(nn.Module):
   """Pre-norm transformer block. x: (B, N, D) -> (B, N, D), dtype ``dtype``;
   ``key_mask`` (B, N) bool (True = real token) keeps padded tokens out of
-  the attention of every token."""
+  the attention of every token. ``weight_init`` (``WEIGHT_INITS``) chooses
+  the initial kernels (`dense_init`)."""
   num_heads: int
   mlp_hidden: int
   dtype: jnp.dtype = jnp.float32
+  weight_init: str = "xavier"
 
   @nn.compact
   def __call__(self, x, key_mask=None):
-    x = x + _Attention(self.num_heads, self.dtype, name="attn")(
-        _layer_norm("norm1", x, self.dtype), key_mask)
-    return x + _Mlp(self.mlp_hidden, self.dtype, name="mlp")(
-        _layer_norm("norm2", x, self.dtype))
+    attn = _Attention(self.num_heads, self.dtype, self.weight_init,
+                      name="attn")
+    x = x + attn(_layer_norm("norm1", x, self.dtype), key_mask)
+    mlp = _Mlp(self.mlp_hidden, self.dtype, self.weight_init, name="mlp")
+    return x + mlp(_layer_norm("norm2", x, self.dtype))
 
 
 class VisionTransformer(nn.Module):
@@ -243,6 +305,11 @@ class VisionTransformer(nn.Module):
       before the patch embedding, as the official I-JEPA's and MAE's data
       transforms do (Normalize with the ImageNet mean and std). Inside the
       encoder, so that training views and every evaluator's images get it.
+    weight_init: "xavier" (the default; MAE's), "timm" (timm's, which
+      the official DINOv2 and LeJEPA start from: N(0, 0.02²) linear
+      kernels, PyTorch's default patch embedding) or "ijepa" (the official
+      I-JEPA's: N(0, 0.02²) kernels, the patch embedding included); see
+      ``WEIGHT_INITS``.
   """
   patch_size: int = 16
   hidden_dim: int = 384
@@ -256,6 +323,7 @@ class VisionTransformer(nn.Module):
   head_dim: int = 0
   input_mean: tuple = ()
   input_std: tuple = ()
+  weight_init: str = "xavier"
 
   def _check(self, height, width):
     p = self.patch_size
@@ -284,6 +352,9 @@ class VisionTransformer(nn.Module):
       raise ValueError(f"input_mean {self.input_mean!r} and input_std "
                        f"{self.input_std!r}: expected as many floats each, "
                        "std > 0 (or both empty)")
+    if self.weight_init not in WEIGHT_INITS:
+      raise ValueError(f"weight_init {self.weight_init!r}: expected one of "
+                       f"{WEIGHT_INITS}")
 
   def _positions(self, gh, gw):
     """(1, num_prefix + gh·gw, D) position embeddings, float32."""
@@ -328,8 +399,8 @@ class VisionTransformer(nn.Module):
     Raises:
       ValueError: H or W not divisible by the patch size, input_mean /
         input_std not matching the channels or std <= 0, hidden_dim not
-        divisible by num_heads, a representation or pos_embedding name not
-        known or not possible, a resolution other than the init one
+        divisible by num_heads, a representation, pos_embedding or
+        weight_init name not known or not possible, a resolution other than the init one
         after a non-square init, or masks not of shape (B, gh·gw).
     """
     del train  # no dropout / stochastic depth
@@ -342,8 +413,9 @@ class VisionTransformer(nn.Module):
                          f"the images {x.shape[-1]} channels")
       x = ((x.astype(jnp.float32) - jnp.asarray(self.input_mean, jnp.float32))
            / jnp.asarray(self.input_std, jnp.float32))
+    conv_init = _patch_embed_init(self.weight_init, p * p * x.shape[-1])
     x = nn.Conv(dim, (p, p), strides=p, padding="VALID", dtype=self.dtype,
-                name="patch_embed")(x.astype(self.dtype))
+                name="patch_embed", **conv_init)(x.astype(self.dtype))
     gh, gw = x.shape[1], x.shape[2]
     x = x.reshape(batch, gh * gw, dim)
     if masks is not None:
@@ -370,8 +442,8 @@ class VisionTransformer(nn.Module):
     before_last = x
     for i in range(self.depth):
       before_last = x
-      x = Block(self.num_heads, hidden, self.dtype, name=f"block_{i}")(
-          x, key_mask)
+      x = Block(self.num_heads, hidden, self.dtype, self.weight_init,
+                name=f"block_{i}")(x, key_mask)
     norm = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(self.dtype),
                         name="norm")
     if output == "tokens":
