@@ -110,7 +110,9 @@ def read_run(results_path: str) -> dict | None:
     "online_probe" (floats or None where the evaluator has no value),
     "online_gap" (online − offline probe, None without both),
     "images_per_second", "train_seconds", "steps", "batch_size", "epochs"
-    (the run's config.epochs)}, or None
+    (the epochs the run trained, results.json's "epochs": steps × batch /
+    train split, which a config's ``num_steps`` sets apart from its
+    ``epochs``; config.epochs for a results.json without it)}, or None
     when the file is missing or not JSON.
   """
   try:
@@ -126,7 +128,8 @@ def read_run(results_path: str) -> dict | None:
   train_seconds = _number(results.get("seconds", {}).get("train_steps"))
   steps = results.get("steps")
   batch, epochs = _config_fields(results_path)
-  record["epochs"] = epochs
+  trained = _number(results.get("epochs"))
+  record["epochs"] = trained if trained is not None else epochs
   record["train_seconds"] = train_seconds
   record["steps"], record["batch_size"] = steps, batch
   record["images_per_second"] = (steps * batch / train_seconds

@@ -17,7 +17,8 @@ from benchmarks import methods, methods_config  # noqa: E402
 
 
 def _fake_run(out, config, seed, *, probe, online, knn=0.7, rank=40.0,
-              seconds=100.0, steps=234, batch=256, raw=None, epochs=1.0):
+              seconds=100.0, steps=234, batch=256, raw=None, epochs=1.0,
+              trained_epochs=None):
   workdir = methods.run_dir(str(out), config, seed)
   os.makedirs(workdir)
   evals = {"probe/test_accuracy": probe, "knn/test_accuracy": knn,
@@ -26,8 +27,11 @@ def _fake_run(out, config, seed, *, probe, online, knn=0.7, rank=40.0,
   if raw is not None:
     evals["raw_pixel_probe/test_accuracy"] = raw
   with open(os.path.join(workdir, "results.json"), "w") as f:
-    json.dump({"evals": evals, "steps": steps,
-               "seconds": {"train_steps": seconds}}, f)
+    record = {"evals": evals, "steps": steps,
+              "seconds": {"train_steps": seconds}}
+    if trained_epochs is not None:  # results.json's epochs actually trained
+      record["epochs"] = trained_epochs
+    json.dump(record, f)
   with open(os.path.join(workdir, "config.json"), "w") as f:
     json.dump({"batch_size": batch, "epochs": epochs}, f)
 
@@ -73,6 +77,21 @@ def test_table_means_stds_gaps_and_failures(tmp_path):
   assert "more than 0.08 from the offline probe: `lejepa:cnn`" in page
   assert "Machine: " in page and "Command: `python benchmarks/methods.py" \
       in page
+
+
+def test_epochs_column_is_what_the_run_trained(tmp_path):
+  # A :cpu variant sets num_steps: 300 steps of 128 are 0.64 epoch while
+  # its config.epochs keeps the default 4; the column reads the run's own
+  # results.json, and falls back to config.epochs without it.
+  _fake_run(tmp_path, "ijepa:cpu", 0, probe=0.75, online=0.60, steps=300,
+            batch=128, epochs=4.0, trained_epochs=0.6410256)
+  _fake_run(tmp_path, "vicreg", 0, probe=0.88, online=0.80, epochs=1.0)
+  record = methods.read_run(os.path.join(
+      methods.run_dir(str(tmp_path), "ijepa:cpu", 0), "results.json"))
+  assert record["epochs"] == pytest.approx(0.6410256)
+  record = methods.read_run(os.path.join(
+      methods.run_dir(str(tmp_path), "vicreg", 0), "results.json"))
+  assert record["epochs"] == 1.0
 
 
 def test_mean_std_and_bad_input():
