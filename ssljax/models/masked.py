@@ -23,8 +23,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ssljax.models.vit import (Block, WEIGHT_INITS, dense_init,
-                               sincos_pos_embed_2d, wide_dtype)
+from ssljax.models.vit import (Block, dense_init, sincos_pos_embed_2d,
+                               wide_dtype)
 
 __all__ = ["patchify", "unpatchify", "JEPAPredictor", "MAEDecoder"]
 
@@ -156,12 +156,9 @@ class JEPAPredictor(nn.Module):
     Returns:
       (M·B, T, out_dim) predictions, rows ordered (target block, image).
     """
-    if self.weight_init not in WEIGHT_INITS:
-      raise ValueError(f"weight_init {self.weight_init!r}: expected one of "
-                       f"{WEIGHT_INITS}")
+    linear = dense_init(self.weight_init)  # ValueError: unknown weight_init
     m, b, t = target_idx.shape
     pos = sincos_pos_embed_2d(self.width, tuple(grid)).astype(self.dtype)
-    linear = dense_init(self.weight_init)
     x = nn.Dense(self.width, dtype=self.dtype, name="embed", **linear)(
         context.astype(self.dtype))
     x = x + pos[context_idx]
