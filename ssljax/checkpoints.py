@@ -31,11 +31,12 @@ import logging
 import os
 from typing import Any
 
+from etils import epath
 import jax
 import orbax.checkpoint as ocp
 
 __all__ = ["MANIFEST", "CheckpointRestoreError", "CheckpointSaveError", "seal", "verify",
-           "restore_latest", "saved_fields", "layout_problem"]
+           "restore_latest", "saved_fields", "layout_problem", "shape_problem"]
 
 MANIFEST = "ssljax_checksums.json"
 _CHUNK = 1 << 20  # bytes read at a time while hashing
@@ -177,6 +178,57 @@ def layout_problem(step_dir: str, target: Any) -> str | None:
           "cannot restore it: train in a new --workdir")
 
 
+def _dotted(path) -> str:
+  """A tree path as orbax names its arrays: keys, attribute names and
+  indices joined by dots ("params.encoder.block_0.attn.qkv.kernel")."""
+  names = []
+  for k in path:
+    for attr in ("key", "name", "idx"):
+      if hasattr(k, attr):
+        names.append(str(getattr(k, attr)))
+        break
+    else:
+      names.append(str(k))
+  return ".".join(names)
+
+
+def shape_problem(step_dir: str, target: Any) -> str | None:
+  """Why a saved step cannot fit ``target``'s array shapes, in one line:
+  the first array (by orbax's dotted name) whose saved shape differs from
+  the target's, and how many others differ; None when every array found in
+  both agrees, or the step's metadata cannot be read (the restore itself
+  then decides). Typed PRNG keys are not compared (orbax stores their raw
+  data). This is what a config change to the model (width, representation,
+  head) looks like, and it is caught before orbax is asked to restore."""
+  try:
+    with _quiet_orbax():
+      saved = ocp.StandardCheckpointHandler().metadata(
+          epath.Path(os.path.abspath(os.path.join(step_dir, "default"))))
+    saved = {m.name: tuple(m.shape)
+             for m in jax.tree_util.tree_leaves(saved)
+             if getattr(m, "shape", None) is not None
+             and getattr(m, "name", None)}
+  except Exception:  # pylint: disable=broad-except
+    return None
+  differ = []
+  for path, leaf in jax.tree_util.tree_flatten_with_path(target)[0]:
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype,
+                                                   jax.dtypes.prng_key):
+      continue
+    name = _dotted(path)
+    shape = tuple(getattr(leaf, "shape", ()))
+    if name in saved and saved[name] != shape:
+      differ.append((name, saved[name], shape))
+  if not differ:
+    return None
+  name, was, now = differ[0]
+  n = len(differ) - 1
+  more = f" (and {n} other array{'s' if n > 1 else ''})" if n else ""
+  return (f"{name} was saved with shape {was}, this config makes {now}{more}: "
+          "the config changed the model since this step was written")
+
+
 def _one_line(exc: BaseException, limit: int = 240) -> str:
   """``Type: first line of the message``, at most ``limit`` characters."""
   text = str(exc).strip().splitlines()
@@ -237,7 +289,8 @@ def restore_latest(manager: ocp.CheckpointManager, target: Any, *,
   failures = []
   for step in sorted(manager.all_steps(), reverse=True):
     reason = (layout_problem(_step_dir(manager, step), target)
-              or verify(_step_dir(manager, step)))
+              or verify(_step_dir(manager, step))
+              or shape_problem(_step_dir(manager, step), target))
     if reason is None:
       try:
         with _quiet_orbax():

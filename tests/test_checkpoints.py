@@ -163,9 +163,27 @@ def test_state_of_another_shape_is_an_error_not_damage(saved):
   # and the checkpoints stay where they are.
   before = _snapshot(saved)
   other = {"w": jnp.zeros(7), "b": {"c": jnp.zeros((4,))}}
-  with pytest.raises(checkpoints.CheckpointRestoreError, match="step 6: .*step 3"):
+  with pytest.raises(checkpoints.CheckpointRestoreError, match="step 6: .*step 3") as err:
     checkpoints.restore_latest(_manager(saved), other, warn=pytest.fail)
   assert _snapshot(saved) == before
+  # Named from the step's metadata, before orbax is asked to restore.
+  assert ("step 6: w was saved with shape (300,), this config makes (7,): "
+          "the config changed the model") in str(err.value)
+
+
+def test_shape_problem_names_each_kind_of_change(saved):
+  step_dir = str(saved / "6")
+  assert checkpoints.shape_problem(step_dir, _state(0)) is None
+  wider = {"w": jnp.zeros(300), "b": {"c": jnp.zeros((4, 2))}}
+  assert checkpoints.shape_problem(step_dir, wider) == (
+      "b.c was saved with shape (4,), this config makes (4, 2): the config "
+      "changed the model since this step was written")
+  both = {"w": jnp.zeros(3), "b": {"c": jnp.zeros(5)}}
+  assert "(and 1 other array):" in checkpoints.shape_problem(step_dir, both)
+  # Arrays the step does not have are left to the restore; unreadable
+  # metadata decides nothing.
+  assert checkpoints.shape_problem(step_dir, {"x": jnp.zeros(2)}) is None
+  assert checkpoints.shape_problem(str(saved / "missing"), _state(0)) is None
 
 
 def test_no_checkpoint_returns_target_at_step_zero(tmp_path):
