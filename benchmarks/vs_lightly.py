@@ -451,10 +451,7 @@ def twin_job(method, epochs, *, seed=0, num_workers=2,
   start = time.time()
   rec = recipe(method)
   # pylint: disable=import-outside-toplevel
-  import lightly
-  import numpy as np
   import torch
-  import torchvision
   # pylint: enable=import-outside-toplevel
 
   torch.manual_seed(seed)
@@ -497,25 +494,10 @@ def twin_job(method, epochs, *, seed=0, num_workers=2,
   evals, eval_seconds = vs_pytorch.torch_evaluate(
       student["encoder"], (train_x, train_y), (test_x, test_y), seed=seed)
   seconds.update(eval_seconds)
-  return {
-      "framework": "lightly",
-      "method": method,
-      "recipe": rec,
-      "versions": {"torch": torch.__version__,
-                   "torchvision": torchvision.__version__,
-                   "lightly": lightly.__version__,
-                   "python": platform.python_version()},
-      "torch_threads": torch.get_num_threads(),
-      "num_workers": num_workers,
-      "epochs": epochs,
-      "steps": total,
-      "seed": seed,
-      "final_loss": float(np.mean(losses[-20:])),
-      "train_seconds": seconds["train_steps"],
-      "wall_seconds": time.time() - start,
-      "seconds": seconds,
-      "evals": evals,
-  }
+  return vs_pytorch.torch_record(
+      "lightly", num_workers=num_workers, epochs=epochs, steps=total,
+      losses=losses, seconds=seconds, start=start, evals=evals,
+      method=method, recipe=rec, seed=seed)
 
 
 # --------------------------------------------------------------------------

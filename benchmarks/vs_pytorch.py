@@ -226,10 +226,8 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   optim = {**OPTIM, **(optim or {})}
   start = time.time()
   # pylint: disable=import-outside-toplevel
-  import lightly
   import numpy as np
   import torch
-  import torchvision
   # pylint: enable=import-outside-toplevel
 
   torch.manual_seed(seed)
@@ -264,8 +262,27 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
   evals, eval_seconds = torch_evaluate(encoder, (train_x, train_y),
                                        (test_x, test_y), seed=seed)
   seconds.update(eval_seconds)
+  return torch_record("pytorch", num_workers=num_workers, epochs=epochs,
+                      steps=total, losses=losses, seconds=seconds,
+                      start=start, evals=evals, optim=optim)
+
+
+def torch_record(framework, *, num_workers, epochs, steps, losses, seconds,
+                 start, evals, **fields):
+  """The summary dict of a PyTorch-side job (this module's and
+  vs_lightly's): versions, threads, the schedule, the mean loss of the last
+  20 steps, train and wall seconds (``start`` is the job's time.time() at
+  its start), the per-phase ``seconds`` and ``evals``; ``fields`` (method,
+  recipe, seed, optim) go in after "framework"."""
+  # pylint: disable=import-outside-toplevel
+  import lightly
+  import numpy as np
+  import torch
+  import torchvision
+  # pylint: enable=import-outside-toplevel
   return {
-      "framework": "pytorch",
+      "framework": framework,
+      **fields,
       "versions": {"torch": torch.__version__,
                    "torchvision": torchvision.__version__,
                    "lightly": lightly.__version__,
@@ -273,8 +290,7 @@ def torch_job(epochs, batch_size=256, num_workers=2, seed=0,
       "torch_threads": torch.get_num_threads(),
       "num_workers": num_workers,
       "epochs": epochs,
-      "steps": total,
-      "optim": optim,
+      "steps": steps,
       "final_loss": float(np.mean(losses[-20:])),
       "train_seconds": seconds["train_steps"],
       "wall_seconds": time.time() - start,
