@@ -178,20 +178,6 @@ def layout_problem(step_dir: str, target: Any) -> str | None:
           "cannot restore it: train in a new --workdir")
 
 
-def _dotted(path) -> str:
-  """A tree path as orbax names its arrays: keys, attribute names and
-  indices joined by dots ("params.encoder.block_0.attn.qkv.kernel")."""
-  names = []
-  for k in path:
-    for attr in ("key", "name", "idx"):
-      if hasattr(k, attr):
-        names.append(str(getattr(k, attr)))
-        break
-    else:
-      names.append(str(k))
-  return ".".join(names)
-
-
 def shape_problem(step_dir: str, target: Any) -> str | None:
   """Why a saved step cannot fit ``target``'s array shapes, in one line:
   the first array (by orbax's dotted name) whose saved shape differs from
@@ -216,7 +202,7 @@ def shape_problem(step_dir: str, target: Any) -> str | None:
     if dtype is not None and jax.dtypes.issubdtype(dtype,
                                                    jax.dtypes.prng_key):
       continue
-    name = _dotted(path)
+    name = jax.tree_util.keystr(path, simple=True, separator=".")
     shape = tuple(getattr(leaf, "shape", ()))
     if name in saved and saved[name] != shape:
       differ.append((name, saved[name], shape))
