@@ -150,8 +150,10 @@ def no_torch_counterpart(encoder) -> str | None:
   block counts, or a ViT)."""
   from ssljax import models  # pylint: disable=import-outside-toplevel
   if isinstance(encoder, models.VisionTransformer):
-    if encoder.head_dim and encoder.representation == "cls_last2":
-      return ("a ViT with a head on two concatenated class tokens has no "
+    if encoder.head_dim and encoder.representation in ("cls_last2",
+                                                       "cls_last4"):
+      n = {"cls_last2": "two", "cls_last4": "four"}[encoder.representation]
+      return (f"a ViT with a head on {n} concatenated class tokens has no "
               "timm counterpart (timm's head reads one)")
     return None
   if isinstance(encoder, models.ResNet):
@@ -257,6 +259,9 @@ def _vit_torch(encoder, variables, image_size: int, channels: int):
       "cls_last2": "the class tokens of the last two blocks, each through "
                    "model.norm, concatenated (B, 2D); model(x) is the second "
                    "half",
+      "cls_last4": "the class tokens of the last four blocks, each through "
+                   "model.norm, concatenated (B, 4D); model(x) is the last "
+                   "quarter",
   }[encoder.representation]
   if encoder.head_dim:
     output += f", then model.head (B, {encoder.head_dim})"

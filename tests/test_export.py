@@ -17,7 +17,6 @@ import sys
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
@@ -157,6 +156,8 @@ def test_unknown_format_and_no_counterpart_write_nothing(tmp_path):
     (models.MLPEncoder(), "MLPEncoder"),
     (models.ViTTiny16(head_dim=8, representation="cls_last2"),
      "head on two concatenated class tokens"),
+    (models.ViTTiny16(head_dim=8, representation="cls_last4"),
+     "head on four concatenated class tokens"),
 ])
 def test_encoders_without_a_pytorch_counterpart(encoder, match):
   assert export.no_torch_counterpart(models.ViTTiny16()) is None
@@ -259,15 +260,16 @@ def _torch_features(net, x_nhwc, representation, torch):
   x = torch.from_numpy(np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2)))
   net.eval()
   with torch.no_grad():
-    if representation != "cls_last2":
+    last = {"cls_last2": 2, "cls_last4": 4}.get(representation)
+    if last is None:
       return net(x).numpy()
-    # The class tokens of the last two blocks, each through the final norm.
+    # The class tokens of the last blocks, each through the final norm.
     tokens = net._pos_embed(net.patch_embed(x))  # pylint: disable=protected-access
     outs = []
     for block in net.blocks:
       tokens = block(tokens)
       outs.append(tokens[:, 0])
-    return torch.cat([net.norm(outs[-2]), net.norm(outs[-1])], -1).numpy()
+    return torch.cat([net.norm(t) for t in outs[-last:]], -1).numpy()
 
 
 def _check_round_trip(encoder, variables, x, *, image_size=0, worst=None):
@@ -313,6 +315,8 @@ def test_torchvision_resnet_gives_our_features(encoder, size):
     dict(hidden_dim=384, num_heads=6, depth=2),          # ViT-S width
     dict(hidden_dim=768, num_heads=12, depth=2),         # ViT-B width
     dict(hidden_dim=192, num_heads=3, depth=2, representation="cls_last2"),
+    dict(hidden_dim=96, num_heads=3, depth=4, representation="cls_last4",
+         pos_embedding="sincos"),                        # mae.py:cpu's probe
     dict(hidden_dim=192, num_heads=3, depth=2, representation="avg_tokens",
          pos_embedding="sincos", class_token=False),     # I-JEPA's
     dict(hidden_dim=192, num_heads=3, depth=2, representation="avg_tokens",

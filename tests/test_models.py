@@ -169,6 +169,32 @@ def test_vit_head_is_a_linear_layer_on_the_representation():
     models.VisionTransformer(head_dim=-1, **kw).init(jax.random.key(0), x)
 
 
+def test_vit_last_blocks_class_tokens_are_shallower_vits_class_tokens():
+  # "cls_last2" / "cls_last4": part k (of D columns) is the class token after
+  # block depth-n+k through the final LayerNorm, i.e. the "cls"
+  # representation of the same ViT cut after that block (DINO's
+  # get_intermediate_layers); the last part is the plain "cls".
+  kw = dict(patch_size=7, hidden_dim=8, num_heads=2)
+  x = jax.random.normal(jax.random.key(1), (3, 28, 28, 1))
+  params = models.VisionTransformer(depth=4, **kw).init(
+      jax.random.key(0), x)["params"]
+  for name, n in (("cls_last2", 2), ("cls_last4", 4)):
+    h = models.VisionTransformer(depth=4, representation=name, **kw).apply(
+        {"params": params}, x)
+    assert h.shape == (3, 8 * n)
+    for k in range(n):
+      depth = 4 - n + k + 1
+      cut = {m: v for m, v in params.items()
+             if not m.startswith("block_") or int(m[6:]) < depth}
+      want = models.VisionTransformer(depth=depth, **kw).apply(
+          {"params": cut}, x)
+      np.testing.assert_allclose(h[:, 8 * k:8 * (k + 1)], want, rtol=1e-5,
+                                 atol=1e-6)
+  with pytest.raises(ValueError, match="'cls_last4' needs depth >= 4, got 3"):
+    models.VisionTransformer(depth=3, representation="cls_last4",
+                             **kw).init(jax.random.key(0), x)
+
+
 def test_vit_input_standardisation_equals_standardised_images():
   # input_mean / input_std: (x - mean) / std inside the encoder, as the
   # official I-JEPA's Normalize transform; off by default.

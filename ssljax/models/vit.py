@@ -42,7 +42,10 @@ __all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16", "Block",
 
 # What ``VisionTransformer`` returns as the representation (the module
 # docstring says which paper uses which).
-REPRESENTATIONS = ("cls", "avg_tokens", "cls_last2")
+REPRESENTATIONS = ("cls", "avg_tokens", "cls_last2", "cls_last4")
+
+# How many blocks' class tokens a "cls_lastN" representation concatenates.
+_LAST_BLOCKS = {"cls_last2": 2, "cls_last4": 4}
 
 # How the linear layers and the patch embedding start (biases zero unless
 # said):
@@ -261,8 +264,8 @@ class VisionTransformer(nn.Module):
   arXiv 2010.11929).
 
   x: (B, H, W, C) float, H and W divisible by ``patch_size`` -> the
-  representation (B, D) (or (B, 2D) for "cls_last2"; (B, head_dim) with a
-  head), dtype ``dtype``. See
+  representation (B, D) (or (B, 2D) for "cls_last2", (B, 4D) for
+  "cls_last4"; (B, head_dim) with a head), dtype ``dtype``. See
   the module docstring for the position-embedding interpolation and the
   float32 LayerNorm/softmax.
 
@@ -278,7 +281,10 @@ class VisionTransformer(nn.Module):
   * "cls_last2": the class tokens of the last two blocks, each through the
     final LayerNorm, concatenated (B, 2D) (LeJEPA's linear probe,
     Balestriero & LeCun 2025, arXiv 2511.08544; DINO's evaluation code
-    with n = 2).
+    with n = 2);
+  * "cls_last4": the same with the last four blocks, (B, 4D) (DINO's
+    linear evaluation of its small ViTs, Caron et al. 2021, arXiv
+    2104.14294, §4.1 and App.: ``eval_linear.py --n_last_blocks 4``).
 
   Attributes:
     patch_size: side of the square patches (kernel and stride of the
@@ -339,8 +345,10 @@ class VisionTransformer(nn.Module):
     if self.representation != "avg_tokens" and not self.class_token:
       raise ValueError(f"representation {self.representation!r} reads the "
                        "class token: use class_token=True or 'avg_tokens'")
-    if self.representation == "cls_last2" and self.depth < 2:
-      raise ValueError("representation 'cls_last2' needs depth >= 2")
+    last = _LAST_BLOCKS.get(self.representation, 0)
+    if self.depth < last:
+      raise ValueError(f"representation {self.representation!r} needs "
+                       f"depth >= {last}, got {self.depth}")
     if self.pos_embedding not in ("learned", "sincos"):
       raise ValueError(f"pos_embedding {self.pos_embedding!r}: expected "
                        "'learned' or 'sincos'")
@@ -386,7 +394,7 @@ class VisionTransformer(nn.Module):
       keep_valid: None or bool (B, K): False marks padding in ``keep``
         (fixed shapes under jit): padded tokens are no keys of the
         attention (their own outputs are meaningless).
-      output: "representation" ((B, D), (B, 2D) for "cls_last2") or
+      output: "representation" ((B, D), (B, nD) for "cls_lastn") or
         "tokens" ((B, num_prefix + K, D): the class token first when
         ``class_token``, then the encoded patches, after the final
         LayerNorm).
@@ -439,17 +447,18 @@ class VisionTransformer(nn.Module):
                              (batch, 1, dim))
       x = jnp.concatenate([cls, x], axis=1)
     hidden = int(dim * self.mlp_ratio)
-    before_last = x
+    class_tokens = []  # after each block (for "cls_lastN")
     for i in range(self.depth):
-      before_last = x
       x = Block(self.num_heads, hidden, self.dtype, self.weight_init,
                 name=f"block_{i}")(x, key_mask)
+      class_tokens.append(x[:, 0])
     norm = nn.LayerNorm(epsilon=1e-6, dtype=wide_dtype(self.dtype),
                         name="norm")
     if output == "tokens":
       return norm(x).astype(self.dtype)
-    if self.representation == "cls_last2":
-      h = jnp.concatenate([norm(before_last[:, 0]), norm(x[:, 0])], axis=-1)
+    if self.representation in _LAST_BLOCKS:
+      last = class_tokens[-_LAST_BLOCKS[self.representation]:]
+      h = jnp.concatenate([norm(t) for t in last], axis=-1)
     elif self.representation == "cls":
       h = norm(x[:, 0])
     elif keep_valid is None:
