@@ -13,7 +13,9 @@ Each (config, seed) is one child process, one after the other::
 unchanged but for its evaluators: the table's six (linear probe, 20-NN,
 random-init probe, raw-pixel probe, RankMe, online probe), each once after
 the last step. A run whose ``results.json`` exists is read, not rerun, so an
-interrupted benchmark resumes; ``--rerun`` trains again.
+interrupted benchmark resumes; ``--rerun`` trains again from step 0, after
+moving the run's earlier folder aside to ``<workdir>.before-rerun-<UTC
+time>`` (kept, not deleted).
 
 The table (``<out>/methods.json``, ``<out>/methods.md`` and, with
 ``--doc``, that Markdown page, between its markers `BEGIN` and `END` when
@@ -82,6 +84,18 @@ _EVALS = {"probe": "probe/test_accuracy", "knn": "knn/test_accuracy",
           "rankme": "rankme/rankme",
           "online_probe": "online_probe/test_accuracy"}
 MAX_GAP = 0.08  # the target: |online − offline| at most this
+
+
+def set_aside_name(workdir: str) -> str:
+  """Where ``--rerun`` moves an earlier run's folder: ``<workdir>.before-
+  rerun-<UTC time>``, with a counter when that name is taken."""
+  stamp = datetime.datetime.now(datetime.timezone.utc).strftime(
+      "%Y%m%dT%H%M%SZ")
+  name = f"{workdir.rstrip(os.sep)}.before-rerun-{stamp}"
+  candidate, n = name, 1
+  while os.path.exists(candidate):
+    candidate, n = f"{name}-{n}", n + 1
+  return candidate
 
 
 def run_dir(out: str, config: str, seed: int) -> str:
@@ -347,6 +361,9 @@ def main(argv=None) -> int:
       workdir = run_dir(args.out, config, seed)
       results = os.path.join(workdir, "results.json")
       if not args.table_only and (args.rerun or not os.path.exists(results)):
+        if args.rerun and os.path.isdir(workdir):
+          # Else the job resumes from the earlier run's checkpoints.
+          os.rename(workdir, set_aside_name(workdir))
         os.makedirs(workdir, exist_ok=True)
         cmd = job_command(args.python, config, seed,
                           None if config in CPU_VIT_CONFIGS else args.epochs,

@@ -134,3 +134,41 @@ def test_doc_keeps_the_text_around_its_markers(tmp_path):
   methods.write_doc(str(path), "new table\n")
   assert path.read_text() == (f"intro\n{methods.BEGIN}\nnew table\n"
                               f"{methods.END}\nnotes\n")
+
+
+def test_rerun_trains_from_step_zero_and_keeps_the_earlier_run(tmp_path):
+  # A stand-in for `python -m ssljax.main`: records whether the workdir it
+  # is given already holds checkpoints (the job would resume from them),
+  # then writes a run's files.
+  fake = tmp_path / "fake_python"
+  fake.write_text(f"""#!{sys.executable}
+import json, os, sys
+w = sys.argv[sys.argv.index("--workdir") + 1]
+fresh = not os.path.exists(os.path.join(w, "checkpoints"))
+os.makedirs(os.path.join(w, "checkpoints"), exist_ok=True)
+json.dump({{"evals": {{"probe/test_accuracy": 0.9 if fresh else 0.1}},
+           "steps": 234, "seconds": {{"train_steps": 1.0}}}},
+          open(os.path.join(w, "results.json"), "w"))
+json.dump({{"batch_size": 256, "epochs": 1.0}},
+          open(os.path.join(w, "config.json"), "w"))
+""")
+  fake.chmod(0o755)
+  out = tmp_path / "out"
+  _fake_run(out, "vicreg", 0, probe=0.5, online=0.4)
+  earlier = methods.run_dir(str(out), "vicreg", 0)
+  os.makedirs(os.path.join(earlier, "checkpoints"))
+  argv = ["--configs", "vicreg", "--seeds", "0", "--out", str(out),
+          "--python", str(fake)]
+  methods.main(argv)  # results.json exists: read, not run
+  assert json.load(open(os.path.join(out, "methods.json")))
+  with open(os.path.join(earlier, "results.json")) as f:
+    assert json.load(f)["evals"]["probe/test_accuracy"] == 0.5
+  methods.main(argv + ["--rerun"])
+  with open(os.path.join(earlier, "results.json")) as f:
+    assert json.load(f)["evals"]["probe/test_accuracy"] == 0.9  # step 0
+  kept = [d for d in os.listdir(os.path.dirname(earlier))
+          if d.startswith("seed0.before-rerun-")]
+  assert len(kept) == 1
+  with open(os.path.join(os.path.dirname(earlier), kept[0],
+                         "results.json")) as f:
+    assert json.load(f)["evals"]["probe/test_accuracy"] == 0.5
