@@ -82,9 +82,10 @@ def _cpu(c: config_dict.ConfigDict) -> None:
   # Probed on the class tokens of all four blocks, each through the final
   # LayerNorm, concatenated (384 wide): DINO's linear evaluation of small
   # ViTs (Caron et al. 2021, arXiv 2104.14294; eval_linear.py
-  # --n_last_blocks 4). At this budget its CV probe is 0.026 above the last
-  # class token alone (the MAE paper's probe, its App. A.1), which is 0.009
-  # above average pooling (docs/guide/ijepa_mae.md, "MAE: a CPU recipe").
+  # --n_last_blocks 4). At this budget (seed 0) its CV probe is 0.026 above
+  # the last class token alone (the MAE paper's probe, its App. A.1), which
+  # is 0.009 above average pooling (docs/guide/ijepa_mae.md, "MAE: a CPU
+  # recipe").
   c.model.encoder_kwargs.representation = "cls_last4"
   # lr 1e-3 per 256 (6.7x the paper's 1.5e-4, set for 800-1600 epochs),
   # best of 5e-4, 1e-3 and 2e-3 by the CV probe at this budget, with a
