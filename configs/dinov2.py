@@ -62,7 +62,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.encoder = "vit_tiny16"
   # weight_init "xavier" (ours); "timm" is the official DINOv2's start.
   c.model.encoder_kwargs = config_dict.ConfigDict(
-      {"patch_size": 7, "weight_init": "xavier"})
+      {"patch_size": 7, "weight_init": "xavier", "representation": "cls"})
   # Masks: official ibot.mask_ratio_min_max (0.1, 0.5) on
   # mask_sample_probability 0.5 of the global crops.
   c.masks = config_dict.ConfigDict()

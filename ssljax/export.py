@@ -150,11 +150,14 @@ def no_torch_counterpart(encoder) -> str | None:
   block counts, or a ViT)."""
   from ssljax import models  # pylint: disable=import-outside-toplevel
   if isinstance(encoder, models.VisionTransformer):
-    if encoder.head_dim and encoder.representation in ("cls_last2",
-                                                       "cls_last4"):
-      n = {"cls_last2": "two", "cls_last4": "four"}[encoder.representation]
-      return (f"a ViT with a head on {n} concatenated class tokens has no "
-              "timm counterpart (timm's head reads one)")
+    if encoder.head_dim and encoder.representation != "cls" and (
+        encoder.representation != "avg_tokens"):
+      what = {"cls_last2": "two concatenated class tokens",
+              "cls_last4": "four concatenated class tokens",
+              "cls_last4_avg": "four class tokens and the patch mean"}[
+                  encoder.representation]
+      return (f"a ViT with a head on {what} has no timm counterpart "
+              "(timm's head reads one token or the patch mean)")
     return None
   if isinstance(encoder, models.ResNet):
     kind = (encoder.block, tuple(encoder.stage_sizes))
@@ -262,6 +265,10 @@ def _vit_torch(encoder, variables, image_size: int, channels: int):
       "cls_last4": "the class tokens of the last four blocks, each through "
                    "model.norm, concatenated (B, 4D); model(x) is the last "
                    "quarter",
+      "cls_last4_avg": "the class tokens of the last four blocks, each "
+                       "through model.norm, then the mean of model.norm of "
+                       "the last block's patch tokens, concatenated (B, 5D); "
+                       "model(x) is the fourth fifth",
   }[encoder.representation]
   if encoder.head_dim:
     output += f", then model.head (B, {encoder.head_dim})"

@@ -158,6 +158,8 @@ def test_unknown_format_and_no_counterpart_write_nothing(tmp_path):
      "head on two concatenated class tokens"),
     (models.ViTTiny16(head_dim=8, representation="cls_last4"),
      "head on four concatenated class tokens"),
+    (models.ViTTiny16(head_dim=8, representation="cls_last4_avg"),
+     "head on four class tokens and the patch mean"),
 ])
 def test_encoders_without_a_pytorch_counterpart(encoder, match):
   assert export.no_torch_counterpart(models.ViTTiny16()) is None
@@ -260,16 +262,22 @@ def _torch_features(net, x_nhwc, representation, torch):
   x = torch.from_numpy(np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2)))
   net.eval()
   with torch.no_grad():
-    last = {"cls_last2": 2, "cls_last4": 4}.get(representation)
+    last = {"cls_last2": 2, "cls_last4": 4, "cls_last4_avg": 4}.get(
+        representation)
     if last is None:
       return net(x).numpy()
-    # The class tokens of the last blocks, each through the final norm.
+    # The class tokens of the last blocks, each through the final norm
+    # (and for "cls_last4_avg" the mean of the last block's normed patch
+    # tokens after them, as DINOv2's create_linear_input).
     tokens = net._pos_embed(net.patch_embed(x))  # pylint: disable=protected-access
     outs = []
     for block in net.blocks:
       tokens = block(tokens)
       outs.append(tokens[:, 0])
-    return torch.cat([net.norm(t) for t in outs[-last:]], -1).numpy()
+    parts = [net.norm(t) for t in outs[-last:]]
+    if representation == "cls_last4_avg":
+      parts.append(net.norm(tokens)[:, 1:].mean(1))
+    return torch.cat(parts, -1).numpy()
 
 
 def _check_round_trip(encoder, variables, x, *, image_size=0, worst=None):
@@ -316,7 +324,9 @@ def test_torchvision_resnet_gives_our_features(encoder, size):
     dict(hidden_dim=768, num_heads=12, depth=2),         # ViT-B width
     dict(hidden_dim=192, num_heads=3, depth=2, representation="cls_last2"),
     dict(hidden_dim=96, num_heads=3, depth=4, representation="cls_last4",
-         pos_embedding="sincos"),                        # mae.py:cpu's probe
+         pos_embedding="sincos"),
+    dict(hidden_dim=96, num_heads=3, depth=4, representation="cls_last4_avg",
+         pos_embedding="sincos"),                        # DINOv2's probe
     dict(hidden_dim=192, num_heads=3, depth=2, representation="avg_tokens",
          pos_embedding="sincos", class_token=False),     # I-JEPA's
     dict(hidden_dim=192, num_heads=3, depth=2, representation="avg_tokens",

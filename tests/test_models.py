@@ -195,6 +195,30 @@ def test_vit_last_blocks_class_tokens_are_shallower_vits_class_tokens():
                              **kw).init(jax.random.key(0), x)
 
 
+def test_vit_cls_last4_avg_is_cls_last4_then_the_patch_mean():
+  # DINOv2's linear-evaluation input (create_linear_input, 4 blocks, avgpool):
+  # the four class tokens, then the mean of the last block's normed patch
+  # tokens; for a ViT of one class token, that mean is "avg_tokens".
+  kw = dict(patch_size=7, hidden_dim=8, num_heads=2, depth=5)
+  x = jax.random.normal(jax.random.key(1), (3, 28, 28, 1))
+  params = models.VisionTransformer(**kw).init(jax.random.key(0), x)["params"]
+  def rep(name):
+    return models.VisionTransformer(representation=name, **kw).apply(
+        {"params": params}, x)
+  h = rep("cls_last4_avg")
+  assert h.shape == (3, 40)
+  np.testing.assert_array_equal(h[:, :32], rep("cls_last4"))
+  np.testing.assert_array_equal(h[:, 32:], rep("avg_tokens"))
+  tokens = models.VisionTransformer(**kw).apply({"params": params}, x,
+                                                output="tokens")
+  np.testing.assert_allclose(h[:, 32:], tokens[:, 1:].mean(1), rtol=1e-5,
+                             atol=1e-6)
+  with pytest.raises(ValueError, match="'cls_last4_avg' needs depth >= 4"):
+    models.VisionTransformer(depth=3, representation="cls_last4_avg",
+                             **{k: v for k, v in kw.items() if k != "depth"}
+                             ).init(jax.random.key(0), x)
+
+
 def test_vit_input_standardisation_equals_standardised_images():
   # input_mean / input_std: (x - mean) / std inside the encoder, as the
   # official I-JEPA's Normalize transform; off by default.

@@ -12,7 +12,8 @@ dtype, parameters stay float32). ``ENCODERS`` names them for configs:
   ``ssljax.models.vit``; position embeddings are sized at init and
   interpolated for other resolutions (multi-crop). ``encoder_kwargs``
   ``representation`` picks what they return ("cls", "avg_tokens",
-  "cls_last2", "cls_last4"; `ssljax.models.vit.VisionTransformer`).
+  "cls_last2", "cls_last4", "cls_last4_avg";
+  `ssljax.models.vit.VisionTransformer`).
 
 Masked-token methods: `patchify`/`unpatchify` (MAE's patch order),
 I-JEPA's `JEPAPredictor` and MAE's `MAEDecoder` (`ssljax.models.masked`).

@@ -42,10 +42,13 @@ __all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16", "Block",
 
 # What ``VisionTransformer`` returns as the representation (the module
 # docstring says which paper uses which).
-REPRESENTATIONS = ("cls", "avg_tokens", "cls_last2", "cls_last4")
+REPRESENTATIONS = ("cls", "avg_tokens", "cls_last2", "cls_last4",
+                   "cls_last4_avg")
 
 # How many blocks' class tokens a "cls_lastN" representation concatenates.
-_LAST_BLOCKS = {"cls_last2": 2, "cls_last4": 4}
+_LAST_BLOCKS = {"cls_last2": 2, "cls_last4": 4, "cls_last4_avg": 4}
+# Those that append the mean of the last block's patch tokens after them.
+_WITH_PATCH_MEAN = ("cls_last4_avg",)
 
 # How the linear layers and the patch embedding start (biases zero unless
 # said):
@@ -265,7 +268,8 @@ class VisionTransformer(nn.Module):
 
   x: (B, H, W, C) float, H and W divisible by ``patch_size`` -> the
   representation (B, D) (or (B, 2D) for "cls_last2", (B, 4D) for
-  "cls_last4"; (B, head_dim) with a head), dtype ``dtype``. See
+  "cls_last4", (B, 5D) for "cls_last4_avg"; (B, head_dim) with a head),
+  dtype ``dtype``. See
   the module docstring for the position-embedding interpolation and the
   float32 LayerNorm/softmax.
 
@@ -284,7 +288,12 @@ class VisionTransformer(nn.Module):
     with n = 2);
   * "cls_last4": the same with the last four blocks, (B, 4D) (DINO's
     linear evaluation of its small ViTs, Caron et al. 2021, arXiv
-    2104.14294, §4.1 and App.: ``eval_linear.py --n_last_blocks 4``).
+    2104.14294, §4.1 and App.: ``eval_linear.py --n_last_blocks 4``);
+  * "cls_last4_avg": "cls_last4" followed by "avg_tokens" (the mean of the
+    last block's patch tokens after the final LayerNorm), (B, 5D):
+    DINOv2's linear evaluation with four blocks and average pooling
+    (Oquab et al. 2023, arXiv 2304.07193, §7; ``create_linear_input`` of
+    ``dinov2/eval/linear.py`` with ``use_n_blocks=4, use_avgpool=True``).
 
   Attributes:
     patch_size: side of the square patches (kernel and stride of the
@@ -394,7 +403,8 @@ class VisionTransformer(nn.Module):
       keep_valid: None or bool (B, K): False marks padding in ``keep``
         (fixed shapes under jit): padded tokens are no keys of the
         attention (their own outputs are meaningless).
-      output: "representation" ((B, D), (B, nD) for "cls_lastn") or
+      output: "representation" ((B, D), (B, nD) for "cls_lastn", (B, 5D)
+        for "cls_last4_avg") or
         "tokens" ((B, num_prefix + K, D): the class token first when
         ``class_token``, then the encoded patches, after the final
         LayerNorm).
@@ -456,16 +466,23 @@ class VisionTransformer(nn.Module):
                         name="norm")
     if output == "tokens":
       return norm(x).astype(self.dtype)
+
+    def patch_mean():  # of the kept patch tokens after the final norm
+      if keep_valid is None:
+        return jnp.mean(norm(x[:, n_prefix:]), axis=1)
+      w = keep_valid.astype(wide_dtype(self.dtype))[..., None]
+      return jnp.sum(norm(x[:, n_prefix:]) * w, 1) / jnp.sum(w, 1)
+
     if self.representation in _LAST_BLOCKS:
       last = class_tokens[-_LAST_BLOCKS[self.representation]:]
-      h = jnp.concatenate([norm(t) for t in last], axis=-1)
+      parts = [norm(t) for t in last]
+      if self.representation in _WITH_PATCH_MEAN:
+        parts.append(patch_mean().astype(parts[0].dtype))
+      h = jnp.concatenate(parts, axis=-1)
     elif self.representation == "cls":
       h = norm(x[:, 0])
-    elif keep_valid is None:
-      h = jnp.mean(norm(x[:, n_prefix:]), axis=1)
     else:
-      w = keep_valid.astype(wide_dtype(self.dtype))[..., None]
-      h = jnp.sum(norm(x[:, n_prefix:]) * w, 1) / jnp.sum(w, 1)
+      h = patch_mean()
     h = h.astype(self.dtype)
     if self.head_dim:
       # timm's head: trunc_normal(0.02) weights, zero bias.
