@@ -37,9 +37,9 @@ def test_mae_cpu_variant():
   config_validation.validate(c)
   assert "cpu" in mae.VARIANTS and c.method == "mae"
   assert c.masks.mask_ratio == 0.75 and c.loss.norm_pix_loss
-  # DINO's linear probe of the last four blocks' class tokens (the encoder
-  # has at least four); the main job's 4 epochs.
-  assert c.model.encoder_kwargs.representation == "cls_last4"
+  # DINOv2's linear probe: the last four blocks' class tokens and the patch
+  # mean (the encoder has at least four blocks); the main job's 4 epochs.
+  assert c.model.encoder_kwargs.representation == "cls_last4_avg"
   assert c.model.encoder_kwargs.depth >= 4
   assert (c.num_steps, c.batch_size) == (4 * 234, 256)
   assert c.model.encoder_kwargs.hidden_dim < 192  # smaller than ViT-Tiny
