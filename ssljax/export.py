@@ -150,12 +150,11 @@ def no_torch_counterpart(encoder) -> str | None:
   block counts, or a ViT)."""
   from ssljax import models  # pylint: disable=import-outside-toplevel
   if isinstance(encoder, models.VisionTransformer):
-    if encoder.head_dim and encoder.representation != "cls" and (
-        encoder.representation != "avg_tokens"):
-      what = {"cls_last2": "two concatenated class tokens",
-              "cls_last4": "four concatenated class tokens",
-              "cls_last4_avg": "four class tokens and the patch mean"}[
-                  encoder.representation]
+    what = {"cls_last2": "two concatenated class tokens",
+            "cls_last4": "four concatenated class tokens",
+            "cls_last4_avg": "four class tokens and the patch mean"}.get(
+                encoder.representation)
+    if encoder.head_dim and what:
       return (f"a ViT with a head on {what} has no timm counterpart "
               "(timm's head reads one token or the patch mean)")
     return None
