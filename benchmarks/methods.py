@@ -19,11 +19,21 @@ time>`` (kept, not deleted).
 
 The table (``<out>/methods.json``, ``<out>/methods.md`` and, with
 ``--doc``, that Markdown page, between its markers `BEGIN` and `END` when
-it has them) has one row per config: each metric's mean ±
+it has them) has one row per config. With ``--doc`` the page's rows are
+also kept as JSON beside it (``docs/methods_benchmark.json`` for
+``docs/methods_benchmark.md``), each with the command, machine and date
+that made it; a later run that covers only some configs replaces their
+rows and keeps the others, and the page lists which command made which
+rows::
+
+    python benchmarks/methods.py --configs mae:cpu --seeds 0 1 2 \\
+        --out runs/mb_mae --doc docs/methods_benchmark.md
+
+Each row has each metric's mean ±
 sample standard deviation over the seeds that finished (± — with one seed),
 the number of seeds, and the online probe's gap to the offline probe
-(online − offline test accuracy, per seed, then mean ± std; item B of issue
-44 asks |gap| <= 0.08). Metrics, all read from the run's ``results.json``:
+(online − offline test accuracy, per seed, then mean ± std; the target is
+|gap| <= 0.08). Metrics, all read from the run's ``results.json``:
 test accuracies of ``probe``, ``knn``, ``random_init_probe``,
 ``raw_pixel_probe`` and ``online_probe`` (fractions in [0, 1]); RankMe of the
 test representation h (``rankme/rankme``, an effective rank, no unit);
@@ -265,10 +275,33 @@ def machine() -> str:
           f"{os.cpu_count()} CPUs")
 
 
-def page(table: dict, skipped: dict, *, command: str, machine_line: str,
-         date: str, epochs: float) -> str:
-  """The Markdown document: what was run, where, when, then the table."""
+def page(table: dict, skipped: dict, *, provenance: dict,
+         epochs: float) -> str:
+  """The Markdown document: what was run, where, when, then the table.
+
+  Args:
+    table: `summarise`'s output (rows in table order).
+    skipped: {config: reason} of configs not run.
+    provenance: {config: {"command", "machine", "date"}} of each row in
+      ``table``: the invocation that made it.
+    epochs: the ``--epochs`` of the CNN rows.
+  """
   gaps = [c for c, r in table.items() if r["gap_ok"] is False]
+  groups = {}  # (command, machine, date) -> its rows, in table order
+  for config in table:
+    p = provenance[config]
+    groups.setdefault((p["command"], p["machine"], p["date"]),
+                      []).append(config)
+  if len(groups) == 1:
+    (command, machine_line, date), = groups
+    made = [f"Command: `{command}`  ", f"Machine: {machine_line}  ",
+            f"Date: {date}"]
+  else:
+    made = ["Rows made by each command (machine, date):", ""]
+    for (command, machine_line, date), rows in sorted(
+        groups.items(), key=lambda g: g[0][2]):
+      made.append(f"- `{command}` ({machine_line}, {date}): "
+                  + ", ".join(f"`{c}`" for c in rows))
   return "\n".join([
       "# Every method at one budget",
       "",
@@ -287,9 +320,7 @@ def page(table: dict, skipped: dict, *, command: str, machine_line: str,
       "apart). images/s counts images (each with all its views) per second "
       "of the train loop; train time is that loop's seconds.",
       "",
-      f"Command: `{command}`  ",
-      f"Machine: {machine_line}  ",
-      f"Date: {date}",
+      *made,
       "",
       markdown_table(table, skipped),
       ("Online probe more than {:.2f} from the offline probe: {}.".format(
@@ -297,6 +328,51 @@ def page(table: dict, skipped: dict, *, command: str, machine_line: str,
        f"Every row's online probe is within {MAX_GAP} of its offline "
        "probe."),
       ""])
+
+
+def finished(out: str, config: str, seeds) -> str | None:
+  """When the last of ``config``'s runs under ``out`` finished (the UTC
+  time of its newest ``results.json``, as "YYYY-MM-DD HH:MM UTC"), or None
+  without one: a row's date, also when ``--table-only`` reads old runs."""
+  times = []
+  for seed in seeds:
+    try:
+      times.append(os.path.getmtime(
+          os.path.join(run_dir(out, config, seed), "results.json")))
+    except OSError:
+      pass
+  if not times:
+    return None
+  return datetime.datetime.fromtimestamp(
+      max(times), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def rows_path(doc: str) -> str:
+  """The page's rows as JSON, beside it: ``<doc without .md>.json``."""
+  return os.path.splitext(doc)[0] + ".json"
+
+
+def read_rows(path: str) -> dict:
+  """The rows kept beside a page (`rows_path`): {config: {"row" (a
+  `summarise` row), "runs" (its per-seed records), "command", "machine",
+  "date"}}; {} when the file does not exist.
+
+  Raises:
+    ValueError: the file exists but is not such a JSON object (named).
+  """
+  try:
+    with open(path) as f:
+      rows = json.load(f)
+  except FileNotFoundError:
+    return {}
+  except ValueError as e:
+    raise ValueError(f"{path} is not JSON ({e}); fix or delete it") from None
+  if not isinstance(rows, dict) or not all(
+      isinstance(v, dict) and {"row", "command", "machine", "date"} <= set(v)
+      for v in rows.values()):
+    raise ValueError(f"{path} is not a JSON object of rows, each with 'row', "
+                     "'command', 'machine' and 'date'; fix or delete it")
+  return rows
 
 
 BEGIN, END = "<!-- methods.py: begin -->", "<!-- methods.py: end -->"
@@ -333,7 +409,8 @@ def main(argv=None) -> int:
   parser.add_argument("--out", default=os.path.join("runs",
                                                     "methods_benchmark"))
   parser.add_argument("--doc", default=None,
-                      help="also write the Markdown page here")
+                      help="also write the Markdown page here (and its rows as "
+                      "JSON beside it; rows not run now are kept)")
   parser.add_argument("--include-vit", action="store_true")
   parser.add_argument("--rerun", action="store_true")
   parser.add_argument("--table-only", action="store_true",
@@ -349,6 +426,13 @@ def main(argv=None) -> int:
   if unknown:
     parser.error(f"unknown config(s) {unknown}; choose from "
                  f"{list(ALL_CONFIGS)}")
+  # With --doc, the page's other rows are kept (read from their JSON beside
+  # it, before anything runs): a config with no run under --out this time
+  # keeps its row.
+  try:
+    rows = read_rows(rows_path(args.doc)) if args.doc else {}
+  except ValueError as e:
+    parser.error(str(e))
   skipped = {}
   if not args.include_vit:
     skipped = {c: VIT_REASON for c in configs if c in VIT_CONFIGS}
@@ -381,23 +465,40 @@ def main(argv=None) -> int:
         failed |= rc != 0
       if os.path.isdir(workdir):  # else not run (--table-only): no entry
         records[config][seed] = read_run(results)
-  table = summarise(records)
   # The command that ran the runs (--table-only only reads them).
   command = "python benchmarks/methods.py " + shlex.join(
       a for a in (sys.argv[1:] if argv is None else argv)
       if a != "--table-only")
-  document = page(table, skipped, command=command, machine_line=machine(),
-                  date=datetime.datetime.now(datetime.timezone.utc).strftime(
-                      "%Y-%m-%d %H:%M UTC"), epochs=args.epochs)
+  made = {"command": command, "machine": machine(),
+          "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+              "%Y-%m-%d %H:%M UTC")}
+  ran = summarise({c: r for c, r in records.items() if r})
+  for config, row in ran.items():
+    rows[config] = {"row": row, "runs": records[config], **made,
+                    "date": finished(args.out, config, records[config])
+                    or made["date"]}
+  for config in configs:  # asked for, no run (--table-only): "not run"
+    rows.setdefault(config, {"row": summarise({config: {}})[config],
+                             "runs": {}, **made})
+  order = [c for c in ALL_CONFIGS if c in rows]
+  table = {c: rows[c]["row"] for c in order}
+  # The page lists every config: the ViT-Tiny ones not run say why.
+  skipped = {c: VIT_REASON for c in (ALL_CONFIGS if args.doc else skipped)
+             if c in VIT_CONFIGS and c not in table and not args.include_vit}
+  document = page(table, skipped, provenance={c: rows[c] for c in order},
+                  epochs=args.epochs)
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, "methods.json"), "w") as f:
-    json.dump({"command": command, "machine": machine(),
-               "epochs": args.epochs, "table": table, "skipped": skipped,
-               "runs": records}, f, indent=2, default=str)
+    json.dump({**made, "epochs": args.epochs, "table": table,
+               "skipped": skipped, "runs": records}, f, indent=2,
+              default=str)
   with open(os.path.join(args.out, "methods.md"), "w") as f:
     f.write(document)
   if args.doc:
     write_doc(args.doc, document)
+    with open(rows_path(args.doc), "w") as f:
+      json.dump({c: rows[c] for c in order}, f, indent=1, default=str)
+      f.write("\n")
   print(markdown_table(table, skipped))
   return 1 if failed else 0
 

@@ -60,7 +60,9 @@ def test_table_means_stds_gaps_and_failures(tmp_path):
   assert lejepa["online_gap"]["mean"] == pytest.approx(-0.41)
   assert lejepa["online_gap"]["std"] is None and lejepa["gap_ok"] is False
   assert lejepa["raw_pixel_probe"] == {"mean": None, "std": None, "n": 0}
-  assert saved["skipped"] == {"lejepa": methods.VIT_REASON}
+  # With --doc the page lists every ViT-Tiny config it did not run.
+  assert saved["skipped"] == {c: methods.VIT_REASON
+                              for c in methods.VIT_CONFIGS}
   page = (tmp_path / "page.md").read_text()
   assert page == (f"{methods.BEGIN}\n"
                   f"{(tmp_path / 'methods.md').read_text().rstrip()}\n"
@@ -172,3 +174,73 @@ json.dump({{"batch_size": 256, "epochs": 1.0}},
   with open(os.path.join(os.path.dirname(earlier), kept[0],
                          "results.json")) as f:
     assert json.load(f)["evals"]["probe/test_accuracy"] == 0.5
+
+
+def test_doc_rows_are_kept_when_a_later_run_covers_only_some(tmp_path):
+  doc = tmp_path / "page.md"
+  out1, out2 = tmp_path / "first", tmp_path / "second"
+  for seed, probe in ((0, 0.88), (1, 0.86)):
+    _fake_run(out1, "vicreg", seed, probe=probe, online=0.8)
+    _fake_run(out1, "simclr", seed, probe=0.87, online=0.8)
+  methods.main(["--configs", "vicreg", "simclr", "--seeds", "0", "1",
+                "--out", str(out1), "--doc", str(doc), "--table-only"])
+  rows = json.load(open(methods.rows_path(str(doc))))
+  assert list(rows) == ["vicreg", "simclr"]
+  assert rows["vicreg"]["row"]["probe"]["mean"] == pytest.approx(0.87)
+  assert "--out " + str(out1) in rows["vicreg"]["command"]
+  first_page = doc.read_text()
+  assert "Command: `python benchmarks/methods.py" in first_page
+
+  # A later run of simclr alone (another seed, another out): its row is
+  # replaced, vicreg's is kept as it was, and the page names both commands.
+  _fake_run(out2, "simclr", 2, probe=0.80, online=0.75)
+  methods.main(["--configs", "simclr", "--seeds", "2", "--out", str(out2),
+                "--doc", str(doc), "--table-only"])
+  rows2 = json.load(open(methods.rows_path(str(doc))))
+  assert list(rows2) == ["vicreg", "simclr"]  # table order, not run order
+  assert rows2["vicreg"] == rows["vicreg"]
+  assert rows2["simclr"]["row"]["probe"]["mean"] == pytest.approx(0.80)
+  assert rows2["simclr"]["row"]["seeds"] == [2]
+  page = doc.read_text()
+  assert "| `vicreg` | 2 | 1.0 ± 0.0 | 0.8700 ± 0.0141 |" in page
+  assert "| `simclr` | 1 | 1.0 | 0.8000 |" in page
+  assert "Rows made by each command" in page
+  assert page.count("`python benchmarks/methods.py") == 2
+  (line,) = [l for l in page.splitlines() if str(out2) in l]
+  assert line.endswith(": `simclr`")
+
+
+def test_a_corrupt_rows_file_stops_before_any_run(tmp_path, capsys):
+  doc = tmp_path / "page.md"
+  (tmp_path / "page.json").write_text("{not json")
+  out = tmp_path / "out"
+  with pytest.raises(SystemExit) as e:
+    methods.main(["--configs", "vicreg", "--seeds", "0", "--out", str(out),
+                  "--doc", str(doc), "--python", "/nonexistent/python"])
+  assert e.value.code == 2
+  assert "page.json is not JSON" in capsys.readouterr().err
+  assert not out.exists()  # nothing ran, nothing written
+  assert (tmp_path / "page.json").read_text() == "{not json"
+
+
+def test_a_rows_date_is_when_its_last_run_finished(tmp_path):
+  _fake_run(tmp_path, "vicreg", 0, probe=0.8, online=0.7)
+  _fake_run(tmp_path, "vicreg", 1, probe=0.8, online=0.7)
+  for seed, t in ((0, 1_700_000_000), (1, 1_700_003_600)):  # 22:13, 23:13
+    path = os.path.join(methods.run_dir(str(tmp_path), "vicreg", seed),
+                        "results.json")
+    os.utime(path, (t, t))
+  assert methods.finished(str(tmp_path), "vicreg", [0, 1, 2]) == (
+      "2023-11-14 23:13 UTC")
+  assert methods.finished(str(tmp_path), "simclr", [0]) is None
+
+
+def test_the_page_lists_the_vit_configs_it_did_not_run(tmp_path):
+  doc = tmp_path / "page.md"
+  _fake_run(tmp_path / "out", "vicreg", 0, probe=0.8, online=0.7)
+  methods.main(["--configs", "vicreg", "--seeds", "0", "--out",
+                str(tmp_path / "out"), "--doc", str(doc), "--table-only"])
+  page = doc.read_text()
+  for config in methods.VIT_CONFIGS:
+    assert f"| `{config}` | 0 | not run: ViT-Tiny" in page
+  assert "`simclr`" not in page  # not asked for, no kept row: no row
