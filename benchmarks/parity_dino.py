@@ -25,7 +25,7 @@ def dino_config(num_local: int):
   c = dino.get_config()
   c.model.encoder = "vit_tiny16"
   c.model.encoder_kwargs = dict(patch_size=7, hidden_dim=48, depth=2,
-                                num_heads=3)
+                                num_heads=3, pos_interpolation="dino")
   c.model.dino_head.update(dict(hidden_dim=64, bottleneck_dim=32,
                                 out_dim=128))
   c.views.num_local = num_local

@@ -89,9 +89,8 @@ It prints, per step, both losses and their relative difference; after K
 steps, the worst relative difference (largest difference over the largest
 value) of every student and teacher tensor and of the centre, against the
 rounding reference's. ``--local L`` adds L local crops of 14 px: their
-position embeddings are interpolated, bicubically in both but with
-another kernel (jax's a = -0.5, torch's a = -0.75) and DINO's +0.1 offset,
-which is a documented deviation; the command measures it.
+position embeddings are resized from the 4 x 4 grid to 2 x 2 as DINO's
+``interpolate_pos_encoding`` does (the ViT's ``pos_interpolation="dino"``).
 
 For ``mae`` (He et al. 2022, arXiv 2111.06377; facebookresearch/mae): a
 small ViT (patch 4, width 48, 2 blocks, 3 heads) and decoder (width 32, 1

@@ -100,4 +100,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
       dinov2.set_smoke(c)
     else:
       masked.set_smoke(c, method)
+  if method == "dinov2":
+    # DINOv2's interpolate_pos_encoding for the local crops (offset 0.1).
+    c.model.encoder_kwargs.pos_interpolation = "dino"
   return c

@@ -143,4 +143,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
         c.views.solarize_prob = (0.0, 0.2, 0.0, 0.0)
     else:
       masked.set_smoke(c, method)
+  if method in ("dino", "dinov2"):
+    # Position embeddings of the local crops resized as DINO's and DINOv2's
+    # interpolate_pos_encoding (bicubic at a scale offset by 0.1), not as
+    # timm's (ssljax.models.vit.interpolate_pos_embed).
+    c.model.encoder_kwargs.pos_interpolation = "dino"
   return c

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ssljax import models
+from ssljax.models import vit
 
 
 def _network(name, kwargs, projector, dtype=jnp.float32):
@@ -412,3 +413,74 @@ def test_projector_last_layer_forms():
   z, _ = moco.apply(variables, x, mutable=["batch_stats"])
   np.testing.assert_allclose(z.mean(0), 0.0, atol=1e-6)
   np.testing.assert_allclose(z.var(0), 1.0, rtol=1e-3)
+
+
+# PyTorch's F.interpolate(mode="bicubic", align_corners=False) on one axis,
+# 4 -> 2 entries (rows: outputs), recorded from torch 2.11 in float64:
+# antialias=True at size 2 (timm's resample_abs_pos_embed), and without
+# antialiasing at scale_factor 2.1 / 4 (DINO's and DINOv2's offset 0.1).
+_TORCH_4_TO_2 = {
+    "timm": [[0.458677686, 0.458677686, 0.1198347107, -0.0371900826],
+             [-0.0371900826, 0.1198347107, 0.458677686, 0.458677686]],
+    "dino": [[0.5535174387, 0.5305346345, -0.0840520732, 0.0],
+             [0.0, -0.1106960641, 0.7699526239, 0.3407434402]]}
+
+
+@pytest.mark.parametrize("interpolation", ["timm", "dino"])
+def test_pos_embed_interpolation_is_pytorchs(interpolation):
+  kw = ({"antialias": True} if interpolation == "timm"
+        else {"scale_factor": 2.1 / 4})
+  m = vit.torch_bicubic_matrix(4, 2, **kw)
+  np.testing.assert_allclose(m, _TORCH_4_TO_2[interpolation], atol=1e-9)
+  # Applied to a 4 x 4 table, the resize is that matrix on each axis.
+  pos = jax.random.normal(jax.random.key(1), (1, 1 + 16, 3))
+  got = models.interpolate_pos_embed(pos, (2, 2), interpolation=interpolation)
+  grid = np.asarray(pos[0, 1:]).reshape(4, 4, 3)
+  want = np.einsum("ia,acd,jc->ijd", m, grid, m).reshape(4, 3)
+  np.testing.assert_allclose(got[0, 1:], want, rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(got[:, 0], pos[:, 0])
+  # jax.image.resize's bicubic is neither when downsampling.
+  other = models.interpolate_pos_embed(pos, (2, 2), interpolation="jax")
+  assert np.abs(np.asarray(other) - np.asarray(got)).max() > 0.05
+
+
+def test_pos_embed_interpolation_matches_torch_on_many_grids():
+  torch = pytest.importorskip("torch")
+  rng = np.random.default_rng(0)
+  for side in (4, 14):
+    pos = rng.normal(size=(1, 1 + side * side, 5)).astype(np.float32)
+    table = torch.tensor(pos[:, 1:]).reshape(1, side, side, 5).permute(
+        0, 3, 1, 2)
+    for g in (2, 3, 5, 7, 16, 24):
+      want = {
+          "timm": torch.nn.functional.interpolate(
+              table, size=(g, g), mode="bicubic", align_corners=False,
+              antialias=True),
+          "dino": torch.nn.functional.interpolate(
+              table, scale_factor=((g + 0.1) / side,) * 2, mode="bicubic",
+              align_corners=False)}
+      for name, out in want.items():
+        got = models.interpolate_pos_embed(jnp.asarray(pos), (g, g),
+                                           interpolation=name)
+        np.testing.assert_allclose(
+            np.asarray(got[0, 1:]),
+            out.permute(0, 2, 3, 1).reshape(-1, 5).numpy(), atol=1e-5,
+            err_msg=f"{name} {side} -> {g}")
+
+
+def test_vit_local_crops_read_the_chosen_interpolation():
+  x28 = jax.random.uniform(jax.random.key(0), (2, 28, 28, 1))
+  x14 = x28[:, :14, :14]
+  outs = {}
+  for name in ("timm", "dino"):
+    enc = models.VisionTransformer(patch_size=7, hidden_dim=8, depth=1,
+                                   num_heads=2, pos_interpolation=name)
+    variables = enc.init(jax.random.key(0), x28)
+    outs[name] = (enc.apply(variables, x28), enc.apply(variables, x14))
+  # The init grid is not resampled; the 2 x 2 local crop's grid is.
+  np.testing.assert_array_equal(outs["timm"][0], outs["dino"][0])
+  assert np.abs(np.asarray(outs["timm"][1] - outs["dino"][1])).max() > 1e-4
+  with pytest.raises(ValueError, match="pos_interpolation 'cubic'"):
+    models.VisionTransformer(patch_size=7, hidden_dim=8, depth=1,
+                             num_heads=2, pos_interpolation="cubic").init(
+                                 jax.random.key(0), x28)

@@ -44,3 +44,19 @@ def test_global_clipping_is_seen(step_parity):
   with jax.enable_x64(True):
     result = step_parity.compare(_args(set=["optim.clip_mode=global"]))
   assert max(r["relative"] for r in result["losses"]) > 1e-5
+
+
+def test_dino_step_with_local_crops_equals_the_official_step(step_parity):
+  # Two 14-px local crops: their position embeddings are resized as DINO's
+  # interpolate_pos_encoding (pos_interpolation="dino"); with timm's
+  # resampling the losses part at once.
+  import jax  # pylint: disable=import-outside-toplevel
+  with jax.enable_x64(True):
+    result = step_parity.compare(_args(local=2))
+    timm = step_parity.compare(_args(
+        local=2, steps=5,
+        set=["model.encoder_kwargs.pos_interpolation=timm"]))
+  assert max(r["relative"] for r in result["losses"]) < 1e-13
+  for part in ("student", "teacher"):
+    assert result["after_K_steps"][part]["worst_over_update"] < 1e-6
+  assert timm["losses"][0]["relative"] > 1e-5

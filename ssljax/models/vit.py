@@ -18,10 +18,12 @@ them resized to its patch grid by bicubic interpolation of the patch part
 (the class-token entry is kept), as DINO does (Caron et al. 2021,
 arXiv 2104.14294) so that 96x96 local crops and 224x224 global crops go
 through the same network. Interpolation reads the stored grid as square: it
-needs a square grid at init (a ValueError otherwise). ``jax.image.resize``'s
-bicubic is the Keys kernel with a = -0.5 and half-pixel centres, without
-antialiasing; PyTorch's (DINO's) uses a = -0.75, so the numbers differ
-slightly from DINO's.
+needs a square grid at init (a ValueError otherwise). ``pos_interpolation``
+chooses whose resampling: timm's (the default; antialiased bicubic at the
+new size), DINO's and DINOv2's (bicubic at a scale factor offset by 0.1),
+each equal to PyTorch's to float32 rounding, or ``jax.image.resize``'s
+(`interpolate_pos_embed`). They differ by a good part of the table's scale
+when a 28-px grid is resized to a 14-px local crop's.
 
 Precision: ``dtype`` is the computation dtype; parameters stay float32.
 With ``dtype=jnp.bfloat16`` the matmuls and the residual stream are bf16,
@@ -38,6 +40,7 @@ import numpy as np
 
 __all__ = ["VisionTransformer", "ViTTiny16", "ViTSmall16", "Block",
            "interpolate_pos_embed", "sincos_pos_embed_2d", "REPRESENTATIONS",
+           "POS_INTERPOLATIONS", "torch_bicubic_matrix",
            "WEIGHT_INITS", "dense_init", "wide_dtype"]
 
 # What ``VisionTransformer`` returns as the representation (the module
@@ -107,9 +110,83 @@ def _patch_embed_init(weight_init: str, fan_in: int) -> dict:
   return {}  # flax's defaults: LeCun normal, zero bias
 
 
+# How learned position embeddings are resized to another patch grid.
+POS_INTERPOLATIONS = ("timm", "dino", "jax")
+
+
+def _cubic(x: float, a: float) -> float:
+  """Keys' cubic convolution kernel with parameter ``a``."""
+  x = abs(x)
+  if x <= 1.0:
+    return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+  if x < 2.0:
+    return (((x - 5.0) * x + 8.0) * x - 4.0) * a
+  return 0.0
+
+
+def torch_bicubic_matrix(n_in: int, n_out: int, *,
+                         scale_factor: float | None = None,
+                         antialias: bool = False) -> np.ndarray:
+  """The (n_out, n_in) matrix of PyTorch's 1-D bicubic resampling
+  (``F.interpolate(mode="bicubic", align_corners=False)``, one axis).
+
+  Without ``antialias`` (``upsample_bicubic2d``): Keys' kernel with a =
+  −0.75 at source position s = (i + ½)·r − ½, the four taps clamped to the
+  edge, r = 1 / ``scale_factor`` when one is given (the output then has
+  floor(n_in · scale_factor) entries, which must be ``n_out``), else
+  n_in / n_out. With ``antialias`` (``_upsample_bicubic2d_aa``, PIL's
+  resampling): a = −0.5, the kernel stretched by r when downsampling
+  (support 2·max(r, 1) around (i + ½)·r) and each row normalised to sum 1.
+
+  Args:
+    n_in, n_out: input and output lengths (ints >= 1).
+    scale_factor: None, or the ``scale_factor`` given to ``F.interpolate``.
+    antialias: ``F.interpolate``'s ``antialias``.
+
+  Returns:
+    float64 array (n_out, n_in); out = matrix @ in along that axis.
+
+  Raises:
+    ValueError: ``scale_factor`` with ``antialias``, or one that does not
+      give ``n_out`` entries.
+  """
+  m = np.zeros((n_out, n_in))
+  if antialias:
+    if scale_factor is not None:
+      raise ValueError("scale_factor with antialias is not implemented")
+    r = n_in / n_out
+    support = 2.0 * r if r >= 1.0 else 2.0
+    inv = 1.0 / r if r >= 1.0 else 1.0
+    for i in range(n_out):
+      center = r * (i + 0.5)
+      lo = max(int(center - support + 0.5), 0)
+      hi = min(int(center + support + 0.5), n_in)
+      w = np.array([_cubic((j - center + 0.5) * inv, -0.5)
+                    for j in range(lo, hi)])
+      m[i, lo:hi] = w / w.sum()
+    return m
+  if scale_factor is not None:
+    if math.floor(n_in * scale_factor) != n_out:
+      raise ValueError(f"scale_factor {scale_factor} gives "
+                       f"{math.floor(n_in * scale_factor)} entries from "
+                       f"{n_in}, not {n_out}")
+    r = 1.0 / scale_factor
+  else:
+    r = n_in / n_out
+  for i in range(n_out):
+    src = r * (i + 0.5) - 0.5
+    i0 = math.floor(src)
+    t = src - i0
+    for k, w in zip(range(-1, 3), (_cubic(t + 1.0, -0.75), _cubic(t, -0.75),
+                                   _cubic(1.0 - t, -0.75),
+                                   _cubic(2.0 - t, -0.75))):
+      m[i, min(max(i0 + k, 0), n_in - 1)] += w
+  return m
+
+
 def interpolate_pos_embed(pos_embed: jax.Array, grid: tuple[int, int],
-                          method: str = "bicubic", num_prefix: int = 1
-                          ) -> jax.Array:
+                          method: str = "bicubic", num_prefix: int = 1,
+                          interpolation: str = "jax") -> jax.Array:
   """Resizes position embeddings to a new patch grid.
 
   Args:
@@ -117,16 +194,40 @@ def interpolate_pos_embed(pos_embed: jax.Array, grid: tuple[int, int],
       num_prefix = 0), then an n x n grid of patch entries in row-major
       order.
     grid: (gh, gw), the patch grid of the new input.
-    method: a ``jax.image.resize`` method ("bicubic", "linear", ...).
+    method: a ``jax.image.resize`` method ("bicubic", "linear", ...), read
+      with ``interpolation="jax"`` only.
     num_prefix: 1 with a class token, 0 without.
+    interpolation: one of ``POS_INTERPOLATIONS``:
+
+      * "timm": timm's ``resample_abs_pos_embed`` (``F.interpolate`` to the
+        new size, bicubic, ``antialias=True``), which a timm ViT with
+        ``dynamic_img_size`` applies (LeJEPA's minimal example);
+      * "dino": the ``interpolate_pos_encoding`` of DINO (Caron et al.
+        2021, arXiv 2104.14294) and DINOv2 (Oquab et al. 2023, arXiv
+        2304.07193; ``interpolate_offset`` 0.1, ``interpolate_antialias``
+        False): bicubic without antialiasing at ``scale_factor`` (g + 0.1)
+        / n, so that the sampling positions are those of a grid 0.1 larger;
+      * "jax": ``jax.image.resize`` with ``method`` (Keys' a = −0.5, no
+        antialiasing), which equals "timm" when upsampling but not when
+        downsampling.
+
+      "timm" and "dino" equal PyTorch's to float32 rounding
+      (`torch_bicubic_matrix`).
 
   Returns:
     (1, num_prefix + gh * gw, D), same dtype; the class-token entry is
-    unchanged. At (gh, gw) = (n, n) it equals ``pos_embed`` up to round-off.
+    unchanged. At (gh, gw) = (n, n) "timm" and "jax" return ``pos_embed``
+    up to round-off; "dino" would resample (at scale (n + 0.1) / n), which
+    DINO's code never does: it returns the table as it is when the token
+    count is unchanged, as `VisionTransformer` does for every option.
 
   Raises:
-    ValueError: the stored patch part is not a square grid.
+    ValueError: the stored patch part is not a square grid, or an unknown
+      ``interpolation``.
   """
+  if interpolation not in POS_INTERPOLATIONS:
+    raise ValueError(f"interpolation {interpolation!r}: expected one of "
+                     f"{POS_INTERPOLATIONS}")
   cls_pos = pos_embed[:, :num_prefix]
   patch_pos = pos_embed[:, num_prefix:]
   count, dim = patch_pos.shape[1], patch_pos.shape[2]
@@ -136,9 +237,21 @@ def interpolate_pos_embed(pos_embed: jax.Array, grid: tuple[int, int],
         f"position embeddings hold {count} patch entries, not a square grid: "
         "initialise the ViT with a square image to use other resolutions")
   gh, gw = grid
-  patch_pos = patch_pos.reshape(1, side, side, dim).astype(jnp.float32)
-  patch_pos = jax.image.resize(patch_pos, (1, gh, gw, dim), method=method,
-                               antialias=False)
+  # At least float32 (float64 tables stay float64, as in DINO's code).
+  wide = jnp.promote_types(pos_embed.dtype, jnp.float32)
+  patch_pos = patch_pos.reshape(1, side, side, dim).astype(wide)
+  if interpolation == "jax":
+    patch_pos = jax.image.resize(patch_pos, (1, gh, gw, dim), method=method,
+                                 antialias=False)
+  else:
+    def matrix(g):
+      if interpolation == "timm":
+        return torch_bicubic_matrix(side, g, antialias=True)
+      return torch_bicubic_matrix(side, g, scale_factor=(g + 0.1) / side)
+    rows = jnp.asarray(matrix(gh), wide)
+    cols = jnp.asarray(matrix(gw), wide)
+    patch_pos = jnp.einsum("ia,bacd,jc->bijd", rows,
+                           patch_pos, cols, precision="highest")
   patch_pos = patch_pos.reshape(1, gh * gw, dim).astype(pos_embed.dtype)
   return jnp.concatenate([cls_pos, patch_pos], axis=1)
 
@@ -304,6 +417,9 @@ class VisionTransformer(nn.Module):
     mlp_ratio: MLP hidden width / D.
     dtype: computation dtype (parameters stay float32).
     representation: one of ``REPRESENTATIONS``.
+    pos_interpolation: how learned position embeddings are resized to
+      another grid, one of ``POS_INTERPOLATIONS`` (`interpolate_pos_embed`):
+      "timm" (the default), "dino" (DINO's and DINOv2's) or "jax".
     pos_embedding: "learned" (timm's, interpolated to other grids) or
       "sincos" (fixed 2-D sine-cosine, `sincos_pos_embed_2d`, as MAE and
       I-JEPA; the class-token entry is 0).
@@ -334,6 +450,7 @@ class VisionTransformer(nn.Module):
   dtype: jnp.dtype = jnp.float32
   representation: str = "cls"
   pos_embedding: str = "learned"
+  pos_interpolation: str = "timm"
   class_token: bool = True
   head_dim: int = 0
   input_mean: tuple = ()
@@ -361,6 +478,9 @@ class VisionTransformer(nn.Module):
     if self.pos_embedding not in ("learned", "sincos"):
       raise ValueError(f"pos_embedding {self.pos_embedding!r}: expected "
                        "'learned' or 'sincos'")
+    if self.pos_interpolation not in POS_INTERPOLATIONS:
+      raise ValueError(f"pos_interpolation {self.pos_interpolation!r}: "
+                       f"expected one of {POS_INTERPOLATIONS}")
     if (isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int)
         or self.head_dim < 0):
       raise ValueError(f"head_dim must be an int >= 0, got {self.head_dim!r}")
@@ -386,7 +506,8 @@ class VisionTransformer(nn.Module):
       shape = self.get_variable("params", "pos_embed").shape
     pos = self.param("pos_embed", nn.initializers.truncated_normal(0.02), shape)
     if pos.shape[1] != n_prefix + gh * gw:
-      pos = interpolate_pos_embed(pos, (gh, gw), num_prefix=n_prefix)
+      pos = interpolate_pos_embed(pos, (gh, gw), num_prefix=n_prefix,
+                                  interpolation=self.pos_interpolation)
     return pos
 
   @nn.compact
@@ -417,9 +538,10 @@ class VisionTransformer(nn.Module):
     Raises:
       ValueError: H or W not divisible by the patch size, input_mean /
         input_std not matching the channels or std <= 0, hidden_dim not
-        divisible by num_heads, a representation, pos_embedding or
-        weight_init name not known or not possible, a resolution other than the init one
-        after a non-square init, or masks not of shape (B, gh·gw).
+        divisible by num_heads, a representation, pos_embedding,
+        pos_interpolation or weight_init name not known or not possible, a
+        resolution other than the init one after a non-square init, or
+        masks not of shape (B, gh·gw).
     """
     del train  # no dropout / stochastic depth
     batch, height, width, _ = x.shape
