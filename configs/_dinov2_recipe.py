@@ -42,7 +42,10 @@ def set_dinov2(c, *, batch_size: int, num_local: int = 8,
   # dino.head_{n_prototypes, bottleneck_dim, nlayers, hidden_dim}
   c.model.dino_head = config_dict.ConfigDict(dict(
       hidden_dim=2048, bottleneck_dim=256, out_dim=65536, num_layers=3,
-      use_bn=False, norm_last_layer=True))
+      use_bn=False,
+      # DINOHead: weight_norm(Linear) with weight_g filled with 1 and
+      # trainable (DINOv2 has no norm_last_layer option)
+      norm_last_layer=False))
   c.model.ibot_separate_head = False  # ibot.separate_head
   c.masks = config_dict.ConfigDict(dict(
       mask_ratio_min_max=(0.1, 0.5),  # ibot.mask_ratio_min_max
@@ -59,10 +62,16 @@ def set_dinov2(c, *, batch_size: int, num_local: int = 8,
   c.optim.warmup_epochs = 10.0  # optim.warmup_epochs
   c.optim.end_lr_factor = 1e-6 / (
       OFFICIAL_BASE_LR * math.sqrt(batch_size / OFFICIAL_BASE_BATCH))
-  c.optim.clip_grad_norm = 3.0  # optim.clip_grad (per tensor)
-  c.optim.clip_mode = "per_tensor"
+  c.optim.clip_grad_norm = 3.0  # optim.clip_grad
+  # train.py: v.clip_grad_norm_(clip_grad) for v in model.student.values():
+  # the backbone's and each head's gradient clipped on its own
+  c.optim.clip_mode = "per_module"
   c.optim.freeze_last_layer_epochs = 1.0  # optim.freeze_last_layer_epochs
-  c.optim.frozen_adam_count = "hold"
+  # by a zero last_layer_lr_schedule: AdamW still sees the gradient
+  c.optim.freeze_last_layer_by = "learning_rate"
+  c.optim.frozen_adam_count = "advance"
+  # get_params_groups_with_decay: wd_multiplier 0 for ".bias" and "norm"
+  c.optim.weight_decay_mask = "no_bias_norm"
   c.batch_size = batch_size
   c.epochs = 100  # optim.epochs (of OFFICIAL_EPOCH_LENGTH 1250 iterations
   # there; data passes here)

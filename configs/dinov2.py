@@ -56,13 +56,18 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # 4096 here for Fashion-MNIST (as configs/dino.py).
   c.model.dino_head = config_dict.ConfigDict(dict(
       hidden_dim=2048, bottleneck_dim=256, out_dim=4096, num_layers=3,
-      use_bn=False, norm_last_layer=True))
+      use_bn=False,
+      # the official DINOHead's last layer: weight_norm with g trainable
+      norm_last_layer=False))
   c.model.ibot_separate_head = False  # official ibot.separate_head
   # ViT-Tiny with 7-px patches: 4 x 4 tokens on 28 px, 2 x 2 on 14 px.
   c.model.encoder = "vit_tiny16"
   # weight_init "xavier" (ours); "timm" is the official DINOv2's start.
   c.model.encoder_kwargs = config_dict.ConfigDict(
-      {"patch_size": 7, "weight_init": "xavier", "representation": "cls"})
+      {"patch_size": 7, "weight_init": "xavier", "representation": "cls",
+       # the local crops' position embeddings resized as DINOv2's
+       # interpolate_pos_encoding (bicubic, offset 0.1)
+       "pos_interpolation": "dino"})
   # Masks: official ibot.mask_ratio_min_max (0.1, 0.5) on
   # mask_sample_probability 0.5 of the global crops.
   c.masks = config_dict.ConfigDict()
@@ -71,17 +76,21 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # Optimiser: official AdamW, base_lr 4e-3 per 1024 with the sqrt scaling
   # rule (5e-4 at a batch of 256 for ssljax's linear rule would be 1e-3;
   # the LeJEPA/DINO ViT setting 5e-4 per 256 here), weight decay 0.04 ->
-  # 0.4 on a cosine, per-tensor clipping at 3.0, the last layers frozen
-  # for the first epoch (official freeze_last_layer_epochs 1), warm-up 10
-  # of 100 epochs.
+  # 0.4 on a cosine (biases and norms excluded, by name), each student
+  # module's gradient (backbone, heads) clipped on its own at 3.0, the last
+  # layers frozen for the first epoch by a zero learning rate (official
+  # freeze_last_layer_epochs 1; AdamW still sees their gradient), warm-up
+  # 10 of 100 epochs.
   c.optim.learning_rate = 5e-4
   c.optim.weight_decay = 0.04
   c.optim.weight_decay_schedule = "cosine"
   c.optim.final_weight_decay = 0.4
   c.optim.clip_grad_norm = 3.0
-  c.optim.clip_mode = "per_tensor"
+  c.optim.clip_mode = "per_module"
   c.optim.freeze_last_layer_epochs = 1.0
-  c.optim.frozen_adam_count = "hold"
+  c.optim.freeze_last_layer_by = "learning_rate"
+  c.optim.frozen_adam_count = "advance"
+  c.optim.weight_decay_mask = "no_bias_norm"
   c.optim.end_lr_factor = 1e-3
   # official momentum_teacher 0.992 -> 1 (cosine).
   c.teacher = config_dict.ConfigDict()

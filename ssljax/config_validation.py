@@ -113,7 +113,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "optim.lars.trust_coefficient": _real(0.0, lo_open=True),
     "optim.lars.momentum_buffer": _one_of("updates", "gradients"),
     "optim.clip_grad_norm": _real(0.0),
-    "optim.clip_mode": _one_of("global", "per_tensor"),
+    "optim.clip_mode": _one_of("global", "per_tensor", "per_module"),
     "optim.weight_decay_schedule": _one_of("constant", "cosine"),
     "optim.final_weight_decay": _real(0.0),
     "optim.schedule_scale": _real(1.0),

@@ -3,7 +3,7 @@
 Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 "lars"), ``learning_rate`` (peak, per batch of 256 samples),
 ``weight_decay``, ``warmup_epochs``, ``end_lr_factor``, ``clip_grad_norm``
-(0: off) and ``clip_mode`` ("global" | "per_tensor"),
+(0: off) and ``clip_mode`` ("global" | "per_tensor" | "per_module"),
 ``adam_bias_correction`` ("optax" | "accurate"),
 ``weight_decay_schedule`` ("constant" | "cosine", to
 ``final_weight_decay``), ``schedule_scale`` (the schedules run over
@@ -11,7 +11,8 @@ Both read ``config.optim`` (configs/common.py): ``name`` ("adamw" |
 warm-up's first learning rate / peak), ``schedule_offset`` (update k reads
 the learning-rate and weight-decay schedules at k + offset),
 ``adam_bias_correction``, optionally ``freeze_last_layer_epochs`` (DINO,
-SwAV), ``frozen_adam_count`` (DINO), ``normalize_last_layer`` (SwAV),
+SwAV), ``freeze_last_layer_by`` (DINOv2), ``frozen_adam_count`` (DINO),
+``normalize_last_layer`` (SwAV),
 ``b2`` (AdamW's β2; MAE's 0.95), ``weight_decay_mask`` (LeJEPA) and, for
 LARS only, ``lars.momentum``,
 ``lars.trust_coefficient`` and ``lars.momentum_buffer`` ("updates" |
@@ -37,7 +38,7 @@ learning-rate-scaled steps (the two differ whenever the learning rate
 changes: in the warm-up and the decay).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 import math
 
 import jax
@@ -47,17 +48,20 @@ import optax
 
 __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
            "weight_decay_fn",
-           "hold_while", "clip_by_tensor_norm", "cosine_schedule",
+           "hold_while", "clip_by_tensor_norm", "clip_by_module_norm",
+           "cosine_schedule",
            "unit_columns_after",
            "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
-           "WEIGHT_DECAY_MASKS", "FROZEN_ADAM_COUNTS", "BIAS_CORRECTIONS",
+           "WEIGHT_DECAY_MASKS", "FROZEN_ADAM_COUNTS", "FREEZE_MODES",
+           "BIAS_CORRECTIONS",
            "LARS_MOMENTUM_BUFFERS", "scale_by_adam_accurate"]
 
 OPTIMIZERS = ("adamw", "lars")
-CLIP_MODES = ("global", "per_tensor")
+CLIP_MODES = ("global", "per_tensor", "per_module")
 WEIGHT_DECAY_SCHEDULES = ("constant", "cosine")
-WEIGHT_DECAY_MASKS = ("kernels", "all")
+WEIGHT_DECAY_MASKS = ("kernels", "all", "no_bias_norm")
 FROZEN_ADAM_COUNTS = ("advance", "hold")
+FREEZE_MODES = ("gradient", "learning_rate")
 BIAS_CORRECTIONS = ("optax", "accurate")
 LARS_MOMENTUM_BUFFERS = ("updates", "gradients")
 # Adam's constants (optax.adamw's and torch.optim.AdamW's defaults).
@@ -189,6 +193,44 @@ def clip_by_tensor_norm(max_norm: float, eps: float = 1e-6
   return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
 
 
+def clip_by_module_norm(max_norm: float, eps: float = 1e-6
+                        ) -> optax.GradientTransformation:
+  """Rescales the gradient of each top-level module on its own to global
+  L2 norm at most ``max_norm``: for each entry ``updates[name]`` of the
+  top-level dict, every tensor in it is multiplied by min(1, max_norm /
+  (‖g‖₂ + eps)), ‖g‖₂ the norm over all of that module's tensors.
+
+  DINOv2's clipping (Oquab et al. 2023, arXiv 2304.07193; official
+  train.py: ``for v in model.student.values(): v.clip_grad_norm_(clip_grad)``,
+  one call per student module: backbone, DINO head and, when separate, iBOT
+  head; the coefficient and eps 1e-6 of ``torch.nn.utils.clip_grad_norm_``,
+  which FSDP's method repeats). Between `clip_by_tensor_norm` (DINO's, per
+  tensor) and ``optax.clip_by_global_norm`` (one coefficient for all).
+
+  Args:
+    max_norm: the largest norm of a module's gradient (float > 0).
+    eps: added to the norm in the coefficient.
+
+  Returns:
+    a stateless optax GradientTransformation. Updates that are not a dict
+    (or Mapping) are one module.
+  """
+  def clip(tree):
+    norm = optax.tree.norm(tree)
+    coef = jnp.minimum(max_norm / (norm + eps), 1.0)
+    return jax.tree.map(lambda g: g * coef.astype(g.dtype), tree)
+
+  def update(updates, state, params=None):
+    del params
+    if isinstance(updates, Mapping):
+      updates = type(updates)({k: clip(v) for k, v in updates.items()})
+    else:
+      updates = clip(updates)
+    return updates, state
+
+  return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
+
+
 def hold_while(num_steps: int, inner: optax.GradientTransformation
                ) -> optax.GradientTransformation:
   """``inner`` that neither moves nor changes its state during the first
@@ -312,6 +354,18 @@ def _all_mask(params):
   return jax.tree.map(lambda p: True, params)
 
 
+def _no_bias_norm_mask(params):
+  # DINOv2's get_params_groups_with_decay: no decay for a name ending in
+  # ".bias" or holding "norm" (or "gamma"); every other tensor decays, the
+  # class and mask tokens, the position embedding and the last layer's g
+  # included. "norm" is matched without case (flax's LayerNorm_0).
+  def decays(path, _):
+    names = [str(getattr(k, "key", k)) for k in path]
+    return not (names and names[-1] == "bias") and not any(
+        "norm" in n.lower() or "gamma" in n for n in names)
+  return jax.tree_util.tree_map_with_path(decays, params)
+
+
 def _is_last_layer(path) -> bool:
   # DINO's weight-normalised last layer: "last_layer_v" (and "last_layer_g").
   return any("last_layer" in str(getattr(k, "key", k)) for k in path)
@@ -413,7 +467,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   ``weight_decay_mask`` "kernels". With "all" (AdamW only) every parameter
   decays, as LeJEPA's minimal example (rbalestr-lab/lejepa MINIMAL.md: the
   network's parameters in one AdamW group) and MoCo v3's AdamW
-  (``torch.optim.AdamW(model.parameters())``).
+  (``torch.optim.AdamW(model.parameters())``). With "no_bias_norm" (AdamW
+  only) every parameter but biases and those of a normalisation layer
+  decays, by name, as DINOv2's parameter groups: 1-D tensors such as the
+  DINO head's trainable ``last_layer_g`` decay too.
 
   * ``lars.momentum_buffer`` (LARS only): "updates" (the default when the
     field is absent; ``optax.lars``: μ ← m μ + lr_k · u_k, step −μ) or
@@ -423,7 +480,9 @@ def create_optimizer(optim: ml_collections.ConfigDict,
 
   * Clipping (``clip_grad_norm`` > 0): ``clip_mode`` "global" rescales the
     whole gradient to that global L2 norm (``optax.clip_by_global_norm``),
-    "per_tensor" each tensor to it (`clip_by_tensor_norm`, DINO's).
+    "per_tensor" each tensor to it (`clip_by_tensor_norm`, DINO's),
+    "per_module" each top-level entry of the parameters (encoder, heads) to
+    it (`clip_by_module_norm`, DINOv2's).
   * ``weight_decay_schedule`` "cosine" (AdamW only): the decay follows
     `weight_decay_fn`, `cosine_schedule` from ``weight_decay`` to
     ``final_weight_decay`` over `schedule_steps` (DINO's and I-JEPA's
@@ -435,6 +494,13 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     count does for them meanwhile: "advance" (optax's one count for all
     parameters) or "hold" (AdamW only; PyTorch's per-parameter count, which
     skips a parameter without gradient: `hold_while`).
+    ``freeze_last_layer_by`` says how they are frozen: "gradient" (the
+    default; DINO's and SwAV's cancelled gradients: the gradient is zeroed
+    before the optimiser, so Adam's moments stay at zero) or
+    "learning_rate" (DINOv2's: its last-layer learning-rate schedule is 0
+    meanwhile, so Adam's moments and step count keep following the
+    gradient and only the move is zero; needs ``frozen_adam_count``
+    "advance").
   * ``adam_bias_correction`` (AdamW only): "optax" (the default:
     ``optax.scale_by_adam``, whose 1 − βᵗ is computed in the parameters'
     float type) or "accurate" (`scale_by_adam_accurate`, PyTorch's AdamW
@@ -452,7 +518,8 @@ def create_optimizer(optim: ml_collections.ConfigDict,
       ``clip_mode``, ``weight_decay_schedule``, ``final_weight_decay``,
       ``schedule_scale``, ``schedule_offset`` (int >= 0: the weight decay
       of update k is read at k + offset), ``freeze_last_layer_epochs``
-      (float >= 0), ``frozen_adam_count``, ``normalize_last_layer`` (bool),
+      (float >= 0), ``freeze_last_layer_by``, ``frozen_adam_count``,
+      ``normalize_last_layer`` (bool),
       ``b2`` (float in [0, 1)), ``adam_bias_correction``,
       ``weight_decay_mask``; for "lars" also ``lars.momentum`` (heavy-ball
       momentum in [0, 1)), ``lars.trust_coefficient`` (η of the
@@ -480,6 +547,7 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   clip_mode = optim.get("clip_mode", "global")
   wd_schedule = optim.get("weight_decay_schedule", "constant")
   count_mode = optim.get("frozen_adam_count", "advance")
+  freeze_by = optim.get("freeze_last_layer_by", "gradient")
   b2 = optim.get("b2", _B2)
   if not 0.0 <= b2 < 1.0:
     raise ValueError(f"optim.b2 must be in [0, 1), got {b2}")
@@ -497,6 +565,8 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                                 "weight_decay_schedule"),
                                (count_mode, FROZEN_ADAM_COUNTS,
                                 "frozen_adam_count"),
+                               (freeze_by, FREEZE_MODES,
+                                "freeze_last_layer_by"),
                                (bias, BIAS_CORRECTIONS,
                                 "adam_bias_correction")):
     if value not in allowed:
@@ -504,14 +574,20 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   freeze_steps = int(round(optim.get("freeze_last_layer_epochs", 0.0)
                            * steps_per_epoch))
   hold = freeze_steps > 0 and count_mode == "hold"
+  if hold and freeze_by == "learning_rate":
+    raise ValueError("optim.freeze_last_layer_by='learning_rate' keeps Adam's"
+                     " step count moving (a zero learning rate, DINOv2's):"
+                     " it needs optim.frozen_adam_count='advance', not"
+                     " 'hold'")
   if optim.name == "lars" and (wd_schedule != "constant" or hold
                                or mask_mode != "kernels" or bias != "optax"):
     raise ValueError("optim.weight_decay_schedule='cosine', "
                      "optim.frozen_adam_count='hold', "
-                     "optim.weight_decay_mask='all' and "
+                     "optim.weight_decay_mask='all' or 'no_bias_norm' and "
                      "optim.adam_bias_correction='accurate' need "
                      "optim.name='adamw'")
-  decay_mask = _decay_mask if mask_mode == "kernels" else _all_mask
+  decay_mask = {"kernels": _decay_mask, "all": _all_mask,
+                "no_bias_norm": _no_bias_norm_mask}[mask_mode]
   if optim.name == "lars" and buffer == "updates":
     tx = optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
                     weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
@@ -552,7 +628,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     tx = optax.chain(scale, decay,
                      optax.scale_by_learning_rate(learning_rate_fn))
   chain = [tx]
-  if freeze_steps > 0:
+  if freeze_steps > 0 and freeze_by == "learning_rate":
+    # Only the move is zeroed: Adam sees the gradient (DINOv2).
+    chain = [tx, freeze_while(freeze_steps, _last_layer_mask)]
+  elif freeze_steps > 0:
     chain = [freeze_while(freeze_steps, _last_layer_mask), tx,
              freeze_while(freeze_steps, _last_layer_mask)]
   if optim.get("normalize_last_layer", False):
@@ -561,6 +640,7 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                                     _last_layer_mask(params), params)))
   clip = optim.get("clip_grad_norm", 0.0)
   if clip:
-    chain.insert(0, optax.clip_by_global_norm(clip) if clip_mode == "global"
-                 else clip_by_tensor_norm(clip))
+    chain.insert(0, {"global": optax.clip_by_global_norm,
+                     "per_tensor": clip_by_tensor_norm,
+                     "per_module": clip_by_module_norm}[clip_mode](clip))
   return chain[0] if len(chain) == 1 else optax.chain(*chain)

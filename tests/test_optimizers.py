@@ -441,3 +441,133 @@ def test_learning_rate_is_float64_under_x64(x64):
     got = jax.jit(fn)(jnp.asarray(k, jnp.int32))
     assert got.dtype == jnp.float64
     assert abs(float(got) - want) <= 4e-16 * peak  # float64 rounding
+
+
+# ------------------------------------------------ DINOv2's optimiser step --
+
+def _dinov2_tree(rng, scale=1.0):
+  return {"encoder": {"block": {"kernel": rng.normal(size=(4, 3)) * scale,
+                                "bias": rng.normal(size=(3,)) * scale},
+                      "norm": {"scale": rng.normal(size=(3,)) * scale,
+                               "bias": rng.normal(size=(3,)) * scale},
+                      "cls_token": rng.normal(size=(1, 1, 3)) * scale},
+          "projector": {"Dense_0": {"kernel": rng.normal(size=(3, 5)) * scale,
+                                    "bias": rng.normal(size=(5,)) * scale},
+                        "last_layer_v": rng.normal(size=(5, 6)) * scale,
+                        "last_layer_g": rng.normal(size=(6,)) * scale}}
+
+
+def _dinov2_official_step(params, grads_per_step, lr, wd, frozen_steps,
+                          clip):
+  """DINOv2's train.py loop on a {module: {name: array}} tree, per
+  parameter as torch.optim.AdamW runs it: ``clip_grad_norm_(clip)`` on each
+  student module (coefficient clip / (norm + 1e-6), at most 1), then
+  ``apply_optim_scheduler``: the learning rate of a name holding
+  "last_layer" is ``last_layer_lr``, 0 for the first ``frozen_steps``, and
+  the weight decay is 0 for a name ending in ".bias" or holding "norm"
+  (get_params_groups_with_decay). Every parameter has a gradient, so every
+  step counts for Adam."""
+  b1, b2, eps = 0.9, 0.999, 1e-8
+  p = {m: {k: v.copy() for k, v in t.items()} for m, t in params.items()}
+  state = {m: {k: dict(step=0, m=np.zeros_like(v), v=np.zeros_like(v))
+               for k, v in t.items()} for m, t in params.items()}
+  for t, grads in enumerate(grads_per_step):
+    for module, g_mod in grads.items():
+      norm = np.sqrt(sum(np.sum(g ** 2) for g in g_mod.values()))
+      coef = min(clip / (norm + 1e-6), 1.0)
+      for name in p[module]:
+        g = g_mod[name] * coef
+        s = state[module][name]
+        is_last = "last_layer" in name
+        step_lr = 0.0 if is_last and t < frozen_steps else lr
+        decay = 0.0 if name.endswith(".bias") or "norm" in name else wd
+        s["step"] += 1
+        p[module][name] = p[module][name] * (1 - step_lr * decay)
+        s["m"] = b1 * s["m"] + (1 - b1) * g
+        s["v"] = b2 * s["v"] + (1 - b2) * g * g
+        m_hat = s["m"] / (1 - b1 ** s["step"])
+        v_hat = s["v"] / (1 - b2 ** s["step"])
+        p[module][name] = p[module][name] - step_lr * m_hat / (
+            np.sqrt(v_hat) + eps)
+  return p
+
+
+def _by_module(tree):
+  """{module: {"a.b.c": array}}: the official code's dotted names."""
+  return {m: {".".join(str(getattr(k, "key", k)) for k in path): np.asarray(v)
+              for path, v in jax.tree_util.tree_leaves_with_path(t)}
+          for m, t in tree.items()}
+
+
+def test_dinov2_optimizer_is_the_official_step(x64):
+  rng = np.random.default_rng(7)
+  params = jax.tree.map(jnp.asarray, _dinov2_tree(rng))
+  # Large encoder gradients (clipped), small head gradients (kept).
+  grads = [{"encoder": jax.tree.map(jnp.asarray, _dinov2_tree(rng, 5.0)
+                                    )["encoder"],
+            "projector": jax.tree.map(jnp.asarray, _dinov2_tree(rng, 0.05)
+                                      )["projector"]} for _ in range(7)]
+  lr, wd, frozen_steps, clip = 0.01, 0.1, 3, 3.0
+  optim = _optim(learning_rate=lr, weight_decay=wd, clip_grad_norm=clip,
+                 clip_mode="per_module", freeze_last_layer_epochs=1.0,
+                 freeze_last_layer_by="learning_rate",
+                 weight_decay_mask="no_bias_norm")
+  tx = optimizers.create_optimizer(optim, lr, steps_per_epoch=frozen_steps)
+  got = _by_module(_run(tx, params, grads))
+  want = _dinov2_official_step(_by_module(params),
+                               [_by_module(g) for g in grads], lr, wd,
+                               frozen_steps, clip)
+  for module in want:
+    for name in want[module]:
+      np.testing.assert_allclose(got[module][name], want[module][name],
+                                 rtol=1e-12, atol=1e-14, err_msg=name)
+  start = _by_module(params)
+  frozen = _by_module(_run(tx, params, grads[:frozen_steps]))
+  for name in ("last_layer_v", "last_layer_g"):  # not moved while frozen
+    np.testing.assert_array_equal(frozen["projector"][name],
+                                  start["projector"][name])
+
+  # Each option is seen: DINO's cancelled gradients (moments start at the
+  # thaw), per-tensor clipping, the kernels-only decay (g not decayed).
+  for change in (dict(freeze_last_layer_by="gradient"),
+                 dict(clip_mode="per_tensor"), dict(clip_mode="global"),
+                 dict(weight_decay_mask="kernels")):
+    other = _by_module(_run(optimizers.create_optimizer(
+        ml_collections.ConfigDict({**optim.to_dict(), **change}), lr,
+        steps_per_epoch=frozen_steps), params, grads))
+    assert max(np.abs(other[m][n] - want[m][n]).max()
+               for m in want for n in want[m]) > 1e-6, change
+
+
+def test_module_clipping_and_decay_mask_by_name():
+  grads = {"a": {"x": jnp.full((4,), 3.0)}, "b": {"y": jnp.full((1,), 0.5)}}
+  out, _ = optimizers.clip_by_module_norm(1.0).update(grads, optax.EmptyState())
+  assert float(jnp.linalg.norm(out["a"]["x"])) == pytest.approx(1.0, 1e-5)
+  np.testing.assert_array_equal(out["b"]["y"], grads["b"]["y"])  # kept
+  single, _ = optimizers.clip_by_module_norm(1.0).update(
+      jnp.full((4,), 3.0), optax.EmptyState())  # not a dict: one module
+  assert float(jnp.linalg.norm(single)) == pytest.approx(1.0, 1e-5)
+  mask = optimizers._no_bias_norm_mask(  # pylint: disable=protected-access
+      {"encoder": {"block_0": {"norm1": {"scale": 1, "bias": 1},
+                               "fc": {"kernel": 1, "bias": 1}},
+                   "LayerNorm_0": {"scale": 1}, "cls_token": 1,
+                   "pos_embed": 1},
+       "projector": {"last_layer_g": 1, "last_layer_v": 1}})
+  assert mask == {"encoder": {"block_0": {"norm1": {"scale": False,
+                                                    "bias": False},
+                                          "fc": {"kernel": True,
+                                                 "bias": False}},
+                              "LayerNorm_0": {"scale": False},
+                              "cls_token": True, "pos_embed": True},
+                  "projector": {"last_layer_g": True, "last_layer_v": True}}
+
+
+def test_learning_rate_freeze_needs_the_advancing_count():
+  with pytest.raises(ValueError, match="needs optim.frozen_adam_count="
+                     "'advance'"):
+    optimizers.create_optimizer(
+        _optim(freeze_last_layer_epochs=1.0, frozen_adam_count="hold",
+               freeze_last_layer_by="learning_rate"), 0.1)
+  with pytest.raises(ValueError, match="unknown freeze_last_layer_by"):
+    optimizers.create_optimizer(
+        _optim(freeze_last_layer_epochs=1.0, freeze_last_layer_by="lr"), 0.1)

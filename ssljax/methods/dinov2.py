@@ -79,6 +79,10 @@ _FIELDS = {
     "masks.mask_sample_probability": rules.real(0.0, 1.0),
     "optim.freeze_last_layer_epochs": rules.real(0.0),
     "optim.frozen_adam_count": rules.one_of("advance", "hold"),
+    # How the last layer is frozen: "gradient" (DINO's cancelled gradients)
+    # or "learning_rate" (DINOv2's zero last-layer learning rate).
+    "optim.freeze_last_layer_by": rules.one_of("gradient", "learning_rate"),
+    "optim.weight_decay_mask": rules.one_of("kernels", "no_bias_norm"),
 }
 
 
