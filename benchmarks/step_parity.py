@@ -9,6 +9,11 @@ PY is an interpreter with torch and ssljax (``make setup-bench``; for
 official checkout is given by path (the repository contains none of its
 code); the command prints its commit.
 
+For ``dinov2`` (Oquab et al. 2023, arXiv 2304.07193; facebookresearch/
+dinov2): the official ``SSLMetaArch`` step on the same views and masks from
+the same weights, ``configs/dinov2.py``'s options on a small ViT
+(benchmarks/parity_dinov2.py says what is replaced for one CPU process).
+
 For ``dino`` (Caron et al. 2021, arXiv 2104.14294; facebookresearch/dino):
 a small ViT (patch 7, width 48, 2 blocks, 3 heads) and DINO head (hidden
 64, bottleneck 32, 128 prototypes) on 28 x 28 Fashion-MNIST images, batch
@@ -234,7 +239,8 @@ def report(result) -> str:
 
 
 # method -> the module (in benchmarks/) whose ``compare(args)`` runs it.
-METHODS = {"dino": "parity_dino", "ijepa": "parity_ijepa",
+METHODS = {"dino": "parity_dino", "dinov2": "parity_dinov2",
+           "ijepa": "parity_ijepa",
            "lejepa": "parity_lejepa", "mae": "parity_mae",
            "mocov3": "parity_mocov3", "byol": "parity_byol"}
 
