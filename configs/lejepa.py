@@ -99,6 +99,8 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.model.encoder_kwargs = config_dict.ConfigDict(
         {"patch_size": 7, "head_dim": 512, "input_mean": (),
          "input_std": (),  # () = no input standardisation
+         # what the projector and the evaluators read (the head's input)
+         "representation": "cls",
          # "xavier" (ours); "timm" is MINIMAL.md's timm ViT's start.
          "weight_init": "xavier"})
     c.optim.learning_rate = 5e-4  # per 256 samples
