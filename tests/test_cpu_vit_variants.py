@@ -14,7 +14,7 @@ from ssljax import config_validation
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from configs import lejepa, mae  # noqa: E402
+from configs import dinov2, lejepa, mae  # noqa: E402
 
 
 def test_lejepa_cpu_variant():
@@ -45,6 +45,19 @@ def test_mae_cpu_variant():
   assert c.model.encoder_kwargs.hidden_dim < 192  # smaller than ViT-Tiny
   with pytest.raises(ValueError, match="unknown variant"):
     mae.get_config("gpu")
+
+
+def test_dinov2_cpu_variant():
+  c = dinov2.get_config("cpu")
+  config_validation.validate(c)
+  assert c.method == "dinov2"
+  # DINOv2's linear-evaluation input (4 class tokens and the patch mean)
+  # after 3 epochs, and the official optimiser step of the default.
+  assert c.model.encoder_kwargs.representation == "cls_last4_avg"
+  assert c.model.encoder_kwargs.depth >= 4 and c.epochs == 3
+  assert c.model.encoder_kwargs.hidden_dim < 192
+  assert (c.optim.clip_mode, c.optim.freeze_last_layer_by) == (
+      "per_module", "learning_rate")
 
 
 @pytest.mark.slow
