@@ -270,9 +270,6 @@ def official_dinov2(peer: str, config, initial, views, masks, schedules,
                                  in tensors.items()}, strict=True)
   for p in model.teacher.parameters():
     p.requires_grad = False
-  if float64:
-    model.dino_loss.center = model.dino_loss.center.double()
-    model.ibot_patch_loss.center = model.ibot_patch_loss.center.double()
   model.train()
   optimizer = torch.optim.AdamW(model.get_params_groups(),
                                 betas=(0.9, 0.999))
@@ -280,8 +277,8 @@ def official_dinov2(peer: str, config, initial, views, masks, schedules,
   dtype = torch.float64 if float64 else torch.float32
   nchw = lambda a: torch.from_numpy(np.ascontiguousarray(
       np.concatenate(a).transpose(0, 3, 1, 2))).to(dtype)
+  g = config.views.num_global
   for k, (v, m) in enumerate(zip(views, masks)):
-    g = config.views.num_global
     collated = torch.from_numpy(m)
     index = collated.flatten().nonzero().flatten()
     local = (nchw(v[g:]) if len(v) > g else
