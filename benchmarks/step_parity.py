@@ -145,6 +145,17 @@ thread. Compared after K steps: the online network (encoder, projector,
 predictor) and the momentum encoder, their parameters and BatchNorm running
 means and variances, and the schedules each side used.
 
+For ``swav`` (Caron et al. 2020, arXiv 2006.09882; facebookresearch/swav):
+the main job's small CNN with SwAV's head (projector 128-64 with
+BatchNorm, L2 normalisation, 100 prototypes), batch 16, ``--local L``
+local crops of 14 px, from ``configs/swav.py`` (the official multi-crop
+BatchNorm, prototypes frozen for the first epoch of 5 steps, AdamW
+decaying every parameter on both sides). The authors' side is
+main_swav.py's ``train`` itself with src/resnet50.py's ``forward`` and
+``forward_head`` around the CNN (benchmarks/parity_swav.py says what is
+replaced for one CPU process). Compared after K steps: every parameter
+and BatchNorm running statistic.
+
 For ``byol`` (Grill et al. 2020, arXiv 2006.07733;
 google-deepmind/deepmind-research's byol): the same CNN (in haiku) with
 BYOL's heads (128-64) from ``configs/byol.py`` with the official
@@ -242,7 +253,8 @@ def report(result) -> str:
 METHODS = {"dino": "parity_dino", "dinov2": "parity_dinov2",
            "ijepa": "parity_ijepa",
            "lejepa": "parity_lejepa", "mae": "parity_mae",
-           "mocov3": "parity_mocov3", "byol": "parity_byol"}
+           "mocov3": "parity_mocov3", "byol": "parity_byol",
+           "swav": "parity_swav"}
 
 
 def compare(args) -> dict:

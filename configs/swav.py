@@ -45,6 +45,14 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # (official freeze_prototypes_niters 313, one epoch at batch 4096).
   c.optim.normalize_last_layer = True
   c.optim.freeze_last_layer_epochs = 1.0
+  # The official forward (src/resnet50.py ResNet.forward): the encoder's
+  # BatchNorm over the crops of one resolution together, the projector's
+  # over all crops together (ssljax.methods.swav).
+  c.swav = config_dict.ConfigDict(dict(batch_norm_views="multi_crop"))
+  # The frozen prototypes get no gradient (p.grad = None), so PyTorch's
+  # optimisers skip them: no moments, and Adam's per-parameter step count
+  # starts when they thaw.
+  c.optim.frozen_adam_count = "hold"
   # Multi-crop: official 2 x 224 px (scale 0.14-1) + 6 x 96 px (0.05-0.14).
   c.views.num_local = 4
   c.views.local_size = 14

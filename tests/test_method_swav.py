@@ -165,3 +165,62 @@ def test_smoke_run_trains_with_the_queue(fmnist_data_dir, tmp_path):
   assert [l["queue_in_use"] for l in train] == [0.0, 1.0, 1.0]
   results = json.loads((workdir / "results.json").read_text())
   assert results["steps"] == 6 and results["method"] == "swav"
+
+
+def test_multi_crop_forward_is_the_official_grouping():
+  # swav.batch_norm_views "multi_crop" (configs/swav.py): the encoder's
+  # BatchNorm over the crops of one resolution as one batch (view-major
+  # here, as the official torch.cat), the projector's over all crops.
+  config = swav_config.get_config("smoke")
+  config.views.num_local = 2
+  config.views.local_size = 14
+  config.batch_size = B
+  assert config.swav.batch_norm_views == "multi_crop"
+  method = methods.build(config)
+  params, state = method.init(jax.random.key(0),
+                              train.batch_spec(config, (28, 28, 1)))
+  rng = np.random.default_rng(1)
+  views = tuple(jnp.asarray(rng.uniform(size=(B, s, s, 1)), jnp.float32)
+                for s in (28, 28, 14, 14))
+  outs, stats = method.forward(params, state["batch_stats"], views)
+
+  net, stats_want, hs = method.network, state["batch_stats"], []
+  for group in (views[:2], views[2:]):
+    h, updates = net.apply({"params": params, "batch_stats": stats_want},
+                           jnp.concatenate(group), train=True,
+                           mutable=["batch_stats"], method=net.represent)
+    stats_want = updates["batch_stats"]
+    hs.append(h)
+  want, updates = net.apply({"params": params, "batch_stats": stats_want},
+                            jnp.concatenate(hs), train=True,
+                            mutable=["batch_stats"], method=net.head)
+  for i, out in enumerate(outs):
+    np.testing.assert_allclose(out["z"], want["z"][i * B:(i + 1) * B],
+                               atol=2e-5)
+    np.testing.assert_allclose(out["h"], jnp.concatenate(hs)[i * B:(i + 1)
+                                                            * B], atol=2e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=2e-5),
+               stats, updates["batch_stats"])
+
+  # Each view on its own (the solo-learn recipes' forward) is another
+  # forward: BatchNorm's batches differ.
+  config.swav.batch_norm_views = "per_view"
+  per_view, _ = methods.build(config).forward(params, state["batch_stats"],
+                                              views)
+  assert float(jnp.max(jnp.abs(per_view[0]["z"] - outs[0]["z"]))) > 1e-3
+
+
+def test_multi_crop_forward_refuses_views_of_different_batch_sizes():
+  from ssljax.methods import single_network  # pylint: disable=import-outside-toplevel
+  config = swav_config.get_config("smoke")
+  method = methods.build(config)
+  params, state = method.init(jax.random.key(0),
+                              train.batch_spec(config, (28, 28, 1)))
+  views = (jnp.zeros((4, 28, 28, 1)), jnp.zeros((3, 28, 28, 1)))
+  with pytest.raises(ValueError, match="batch sizes"):
+    single_network.forward_multi_crop(
+        method.network.apply,
+        lambda s: {"params": params, "batch_stats": s},
+        state["batch_stats"], views,
+        encoder_method=method.network.represent,
+        head_method=method.network.head)

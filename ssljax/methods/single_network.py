@@ -2,7 +2,9 @@
 network.
 
 `forward_views` passes the V views of a batch through one flax network,
-threading its BatchNorm statistics; `SingleNetworkMethod` implements the
+threading its BatchNorm statistics; `forward_multi_crop` does so with the
+encoder and the head apart, as the official multi-crop wrappers of SwAV and
+DINO do; `SingleNetworkMethod` implements the
 protocol's ``init``, ``representation``, ``train_representation`` and
 ``embedding`` for a method with one trained network (every method shipped so
 far: a teacher, where there is one, is state, not a parameter).
@@ -18,7 +20,7 @@ import jax.numpy as jnp
 
 from ssljax.methods import base
 
-__all__ = ["forward_views", "SingleNetworkMethod"]
+__all__ = ["forward_views", "forward_multi_crop", "SingleNetworkMethod"]
 
 
 def forward_views(apply, variables_of, state_stats, views, *, train=True,
@@ -92,6 +94,86 @@ def forward_views(apply, variables_of, state_stats, views, *, train=True,
 
     stacked = jax.tree.map(per_view, out)
     outs += [jax.tree.map(lambda a, i=i: a[:, i], stacked) for i in range(n)]
+  return outs, state_stats
+
+
+def forward_multi_crop(apply, variables_of, state_stats, views, *,
+                       encoder_method, head_method):
+  """The views through an encoder, then a head, as the official multi-crop
+  forward passes do.
+
+  The encoder takes the consecutive views of one shape as one batch (its
+  BatchNorm normalises over their n·B rows; its running statistics move
+  once per group), then the head takes the representations of all V views
+  as one batch of V·B rows (its BatchNorm normalises over all of them).
+  This is SwAV's ``ResNet.forward`` (Caron et al. 2020, arXiv 2006.09882;
+  facebookresearch/swav src/resnet50.py: ``forward_backbone`` per
+  resolution, then ``forward_head`` on the concatenation) and DINO's
+  ``MultiCropWrapper`` (arXiv 2104.14294). Rows are interleaved sample by
+  sample, (sample, view), as in `forward_views`: BatchNorm's statistics do
+  not depend on the order, and a batch sharded over devices stays where it
+  is.
+
+  Args:
+    apply: ``apply(variables, x, train=..., mutable=..., method=...)`` of a
+      flax module.
+    variables_of: ``variables_of(batch_stats) -> variables`` dict for apply.
+    state_stats: BatchNorm statistics before the step ({} or a tree without
+      leaves: the network has none).
+    views: sequence of V arrays (B, S_v, S_v, C), all with the same B.
+    encoder_method: the module's method images (n·B, S, S, C) -> (n·B, D)
+      representations, called with ``train=True``.
+    head_method: the module's method (V·B, D) representations -> a dict of
+      outputs, each (V·B, ...), called with ``train=True``; ``"h"`` is added
+      to each view's outputs when the head does not return it.
+
+  Returns:
+    (list of V output dicts, each (B, ...), BatchNorm statistics after the
+    head).
+
+  Raises:
+    ValueError: views of different batch sizes, or an output without one
+      row per input row.
+  """
+  batches = {x.shape[0] for x in views}
+  if len(batches) != 1:
+    raise ValueError(f"views of batch sizes {sorted(batches)}: the "
+                     "multi-crop forward needs one batch size")
+  with_stats = bool(jax.tree.leaves(state_stats))
+  mutable = ["batch_stats"] if with_stats else False
+
+  def run(x, method):
+    if with_stats:
+      out, updates = apply(variables_of(state_stats), x, train=True,
+                           mutable=mutable, method=method)
+      return out, updates.get("batch_stats", state_stats)
+    return apply(variables_of(state_stats), x, train=True,
+                 method=method), state_stats
+
+  hs = []
+  for _, group in itertools.groupby(views, key=lambda x: x.shape):
+    group = list(group)
+    n, b = len(group), group[0].shape[0]
+    x = jnp.stack(group, axis=1).reshape(n * b, *group[0].shape[1:])
+    h, state_stats = run(x, encoder_method)
+    if h.shape[:1] != (n * b,):
+      raise ValueError(f"an encoder output of shape {h.shape} for {n} views"
+                       f" of {b} rows: expected {n * b} rows")
+    h = h.reshape(b, n, *h.shape[1:])
+    hs += [h[:, i] for i in range(n)]
+  num_views, b = len(hs), hs[0].shape[0]
+  h_all = jnp.stack(hs, axis=1).reshape(num_views * b, *hs[0].shape[1:])
+  out, state_stats = run(h_all, head_method)
+
+  def per_view(a):
+    if a.shape[:1] != (num_views * b,):
+      raise ValueError(f"a head output of shape {a.shape} for {num_views} "
+                       f"views of {b} rows: expected {num_views * b} rows")
+    return a.reshape(b, num_views, *a.shape[1:])
+
+  stacked = jax.tree.map(per_view, out)
+  outs = [{"h": hs[i], **jax.tree.map(lambda a, i=i: a[:, i], stacked)}
+          for i in range(num_views)]
   return outs, state_stats
 
 

@@ -18,10 +18,19 @@ embeddings of the assigned crops are pushed, newest first, into a FIFO of
 its last row is not zero) its scores against the current prototypes join the
 Sinkhorn batch. State: the queue and the number of rows pushed.
 
-Differences from the official code: BatchNorm normalises each view on its
-own (`ssljax.methods.single_network.forward_views`), where the official
-ResNet forward concatenates the crops of one resolution; the optimiser is
-ssljax's (LARS masks weight decay and trust ratios to kernels).
+BatchNorm (``config.swav.batch_norm_views``): "multi_crop" is the official
+forward (`ssljax.methods.single_network.forward_multi_crop`): the encoder
+takes the crops of one resolution as one batch, the projector all crops as
+one batch, as facebookresearch/swav's ``ResNet.forward``; "per_view" (the
+default when the field is absent, as solo-learn's SwAV) normalises each view
+on its own (`ssljax.methods.single_network.forward_views`).
+``configs/swav.py`` sets "multi_crop"; its whole step (prototype
+normalisation, forward, codes, loss, the prototypes' freeze, AdamW) equals
+the official ``main_swav.train`` given the same optimiser
+(``benchmarks/step_parity.py --method swav``). The official optimiser is
+SGD with apex's LARC (adaptive rate η‖w‖ / (‖g‖ + λ‖w‖), on every
+parameter), which ssljax does not have: its LARS masks weight decay and
+trust ratios to kernels.
 """
 
 import flax.linen as nn
@@ -31,7 +40,10 @@ import jax.numpy as jnp
 from ssljax import config_rules as rules, losses, models
 from ssljax.methods import base, loss_config, networks, single_network, student
 
-__all__ = ["Method"]
+__all__ = ["Method", "BATCH_NORM_VIEWS"]
+
+# The values of config.swav.batch_norm_views (module docstring).
+BATCH_NORM_VIEWS = ("multi_crop", "per_view")
 
 
 class _Network(nn.Module):
@@ -49,11 +61,16 @@ class _Network(nn.Module):
 
   def __call__(self, x, train: bool = True) -> dict:
     h = self.encoder(x, train=train)
+    return {"h": h, **self.head(h, train=train)}
+
+  def head(self, h, train: bool = True) -> dict:
+    """Representations h (N, D) -> {"e": (N, F) unit rows, "z": (N, K)
+    prototype scores}: projector, L2 normalisation, prototypes."""
     f = self.projector(h, train=train)
     f = f.astype(jnp.promote_types(f.dtype, jnp.float32))  # bf16 -> f32
     e = f / jnp.maximum(jnp.linalg.norm(f, axis=-1, keepdims=True), 1e-12)
     z = self.last_layer(e)
-    return {"h": h, "e": e, "z": z.astype(e.dtype)}
+    return {"e": e, "z": z.astype(e.dtype)}
 
   def represent(self, x, train: bool = False):
     """The encoder output h (B, D) alone."""
@@ -75,6 +92,13 @@ def _multi_crop(scores_VxBxK, queue_scores, *, temperature: float = 0.1,
 def _unit_columns(kernel):
   return kernel / jnp.maximum(
       jnp.sqrt(jnp.sum(kernel * kernel, axis=0, keepdims=True)), 1e-12)
+
+
+# Read where present; absent, "per_view" (the solo-learn recipes' forward)
+# and "advance" (optax's one Adam count).
+OPTIONAL_FIELDS = {
+    "swav.batch_norm_views": rules.one_of(*BATCH_NORM_VIEWS),
+    "optim.frozen_adam_count": rules.one_of("advance", "hold")}
 
 
 class Method(single_network.SingleNetworkMethod):
@@ -100,10 +124,25 @@ class Method(single_network.SingleNetworkMethod):
                          **networks.head_kwargs(config)),
         config.model.num_prototypes, dtype=dtype)
     self.hparams = loss_config.loss_hparams(config)
+    self.multi_crop = (config.get("swav", {}).get("batch_norm_views",
+                                                  "per_view") == "multi_crop")
+
+  def forward(self, params, batch_stats, views):
+    """(list of V output dicts, new batch_stats), train mode, through
+    `single_network.forward_multi_crop` or one view at a time
+    (``swav.batch_norm_views``)."""
+    if not self.multi_crop:
+      return super().forward(params, batch_stats, views)
+    return single_network.forward_multi_crop(
+        self.network.apply,
+        lambda stats: {"params": params, "batch_stats": stats},
+        batch_stats, views, encoder_method=self.network.represent,
+        head_method=self.network.head)
 
   @classmethod
   def config_fields(cls, config):
-    return {"model.projector": rules.nonempty_widths,
+    return {**rules.where_set(config, OPTIONAL_FIELDS),
+            "model.projector": rules.nonempty_widths,
             "model.num_prototypes": rules.integer(1),
             "optim.freeze_last_layer_epochs": rules.real(0.0),
             "optim.normalize_last_layer": rules.boolean,
