@@ -17,15 +17,19 @@ import numpy as np
 
 from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
                            ssljax_setup, worst)
+import parity_predictor as pp
 
 
-def dino_config(num_local: int):
-  """configs/dino.py with a ViT small enough for a CPU."""
+def dino_config(num_local: int, encoder: str = "vit"):
+  """configs/dino.py with a ViT small enough for a CPU, or (``encoder``
+  "cnn") with the config's own CNN (the main job's, channels
+  16-32-64-512)."""
   from configs import dino  # pylint: disable=import-outside-toplevel
   c = dino.get_config()
-  c.model.encoder = "vit_tiny16"
-  c.model.encoder_kwargs = dict(patch_size=7, hidden_dim=48, depth=2,
-                                num_heads=3, pos_interpolation="dino")
+  if encoder == "vit":
+    c.model.encoder = "vit_tiny16"
+    c.model.encoder_kwargs = dict(patch_size=7, hidden_dim=48, depth=2,
+                                  num_heads=3, pos_interpolation="dino")
   c.model.dino_head.update(dict(hidden_dim=64, bottleneck_dim=32,
                                 out_dim=128))
   c.views.num_local = num_local
@@ -96,14 +100,25 @@ def _dino_head_tensors(head: dict) -> dict:
   return out
 
 
-def _torch_state(config, params: dict) -> dict:
-  """ssljax's student (or teacher) params -> MultiCropWrapper's state_dict."""
+def _is_cnn(config) -> bool:
+  return config.model.encoder == "cnn"
+
+
+def _torch_state(config, params: dict, stats: dict | None = None) -> dict:
+  """ssljax's student (or teacher) params (and, for the CNN, BatchNorm
+  statistics) -> MultiCropWrapper's state_dict."""
   from ssljax import export  # pylint: disable=import-outside-toplevel
   from ssljax.methods import networks  # pylint: disable=import-outside-toplevel
-  encoder = networks.encoder_of(config)
-  backbone, _ = export.torch_tensors(encoder, {"params": params["encoder"]},
-                                     image_size=28, channels=1)
-  state = {f"backbone.{k}": v for k, v in backbone.items()}
+  if _is_cnn(config):
+    leaves = pp.Leaves(params, stats)
+    state = pp.cnn_tensors(leaves, "backbone.features",
+                           len(config.model.encoder_kwargs.channels))
+  else:
+    encoder = networks.encoder_of(config)
+    backbone, _ = export.torch_tensors(encoder,
+                                       {"params": params["encoder"]},
+                                       image_size=28, channels=1)
+    state = {f"backbone.{k}": v for k, v in backbone.items()}
   state.update({f"head.{k}": v for k, v in
                 _dino_head_tensors(params["projector"]).items()})
   return state
@@ -134,6 +149,14 @@ def official_dino(peer: str, config, initial, views, schedules,
 
   def network():
     from functools import partial  # pylint: disable=import-outside-toplevel
+    if _is_cnn(config):
+      width = kw.channels[-1]
+      return utils.MultiCropWrapper(
+          pp.torch_cnn_class()(tuple(kw.channels), 1, 1), vits.DINOHead(
+              width, head.out_dim, use_bn=head.use_bn,
+              norm_last_layer=head.norm_last_layer, nlayers=head.num_layers,
+              hidden_dim=head.hidden_dim,
+              bottleneck_dim=head.bottleneck_dim))
     backbone = vits.VisionTransformer(
         img_size=[28], patch_size=kw.patch_size, in_chans=1,
         embed_dim=kw.hidden_dim, depth=kw.depth, num_heads=kw.num_heads,
@@ -146,14 +169,14 @@ def official_dino(peer: str, config, initial, views, schedules,
 
   student, teacher = network(), network()
   params, state = initial
-  load = lambda net, tree: net.load_state_dict(
+  load = lambda net, tree, stats: net.load_state_dict(
       {k: torch.from_numpy(np.array(v)) for k, v in
-       _torch_state(config, tree).items()}, strict=True)
+       _torch_state(config, tree, stats).items()}, strict=True)
   if float64:
     student.double()
     teacher.double()
-  load(student, params)
-  load(teacher, state["teacher"]["params"])
+  load(student, params, state["batch_stats"])
+  load(teacher, state["teacher"]["params"], state["teacher"]["batch_stats"])
   for p in teacher.parameters():
     p.requires_grad = False
 
@@ -212,8 +235,9 @@ def official_dino(peer: str, config, initial, views, schedules,
 
 def compare(args):
   from ssljax import __version__  # pylint: disable=import-outside-toplevel
-  config = dino_config(args.local)
-  official_config = dino_config(args.local)
+  encoder = getattr(args, "encoder", None) or "vit"
+  config = dino_config(args.local, encoder)
+  official_config = dino_config(args.local, encoder)
   override(config, args.set)
   if args.float64:
     import jax  # pylint: disable=import-outside-toplevel
@@ -229,28 +253,48 @@ def compare(args):
       args.peer, official_config, initial, views, schedules, threads=1,
       float64=args.float64)
   params, state = final
-  our_student = _torch_state(config, params)
-  our_teacher = _torch_state(config, state["teacher"]["params"])
+  our_student = _torch_state(config, params, state["batch_stats"])
+  our_teacher = _torch_state(config, state["teacher"]["params"],
+                             state["teacher"]["batch_stats"])
   rows = []
   for k in range(args.steps):
     rows.append({"step": k, "ssljax": ours[k], "official": theirs[k],
                  "official_1_thread": ref_losses[k],
                  "relative": abs(ours[k] - theirs[k]) / abs(theirs[k]),
                  "rounding": abs(ref_losses[k] - theirs[k]) / abs(theirs[k])})
-  keys = [k for k in student if not k.endswith("weight_g")]
-  start = _torch_state(config, initial[0])
-  start_teacher = _torch_state(config, initial[1]["teacher"]["params"])
-  tensors = {
-      "student": drift(our_student, student, start, keys),
-      "teacher": drift(our_teacher, teacher, start_teacher, keys),
-      "center": worst(np.asarray(state["center"]).reshape(-1), center)}
-  rounding = {
-      "student": drift(ref_student, student, start, keys),
-      "teacher": drift(ref_teacher, teacher, start_teacher, keys),
-      "center": worst(ref_center, center)}
+  start = _torch_state(config, initial[0], initial[1]["batch_stats"])
+  start_teacher = _torch_state(config, initial[1]["teacher"]["params"],
+                               initial[1]["teacher"]["batch_stats"])
+  groups = pp.split(student, [k for k in student
+                              if not k.endswith("weight_g")])
+  tensors, rounding = {}, {}
+  for net, ours_net, theirs, ref, begin in (
+      ("student", our_student, student, ref_student, start),
+      ("teacher", our_teacher, teacher, ref_teacher, start_teacher)):
+    for group, keys in groups.items():
+      if not keys:
+        continue
+      # The ViT rows keep their old names: all of a network's tensors.
+      name = net if group == "parameters" else f"{net} {group}"
+      tensors[name] = drift(ours_net, theirs, begin, keys)
+      rounding[name] = drift(ref, theirs, begin, keys)
+    if groups["bn_vars"] and not args.local:
+      # One BatchNorm update a step, of 2 global crops: ssljax's running
+      # variances made unbiased, as PyTorch keeps them.
+      counts = pp.cnn_counts("backbone.features",
+                             config.model.encoder_kwargs.channels, 28,
+                             config.views.num_global * BATCH)
+      unbiased = pp.unbiased_running_vars(ours_net, begin, counts,
+                                          args.steps)
+      name = f"{net} bn_vars, ssljax's made unbiased"
+      tensors[name] = drift(unbiased, theirs, begin, groups["bn_vars"])
+      rounding[name] = rounding[f"{net} bn_vars"]
+  tensors["center"] = worst(np.asarray(state["center"]).reshape(-1), center)
+  rounding["center"] = worst(ref_center, center)
   result = {"method": "dino", "peer": os.path.abspath(args.peer),
             "peer_commit": commit(args.peer), "ssljax": __version__,
             "steps": args.steps, "local_crops": args.local,
+            "encoder": encoder,
             "ssljax_overrides": list(args.set or ()),
             "float64": args.float64,
             "losses": rows, "after_K_steps": tensors,

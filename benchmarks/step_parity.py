@@ -21,7 +21,12 @@ a small ViT (patch 7, width 48, 2 blocks, 3 heads) and DINO head (hidden
 last layer frozen for its first epoch with its Adam count held, weight
 decay 0.04 -> 0.4 on a cosine, teacher momentum 0.996 -> 1 on a cosine,
 teacher temperature 0.04, centre momentum 0.9), an epoch being 5 steps so
-that the freeze ends within the run.
+that the freeze ends within the run. ``--encoder cnn`` takes the config's
+own CNN instead (16-32-64-512 channels with BatchNorm, in PyTorch
+`parity_predictor.torch_cnn_class`): the official ``MultiCropWrapper``
+decides which rows each BatchNorm sees, and the student's and teacher's
+running statistics are compared too (their variances made unbiased when
+every BatchNorm moves once a step, without local crops).
 
 1. ssljax's side: `ssljax.train.train_step` from its initial state, fed the
    views of each step (``ready_views``: V crops made once by
@@ -201,6 +206,7 @@ def report(result) -> str:
            f"{result['steps']} steps"
            + (f", {result['local_crops']} local crops"
               if result.get("local_crops") else "")
+           + (f", {result['encoder']}" if result.get("encoder") else "")
            + (f", {result['optimizer']}" if result.get("optimizer") else "")
            + f", {'float64' if result['float64'] else 'float32'}"
            + (f", ssljax with {', '.join(result['ssljax_overrides'])}"
@@ -273,6 +279,9 @@ def main(argv=None) -> int:
   parser.add_argument("--local", type=int, default=0,
                       help="local crops (DINO; LeJEPA's MINIMAL.md has "
                            "none)")
+  parser.add_argument("--encoder", choices=("vit", "cnn"),
+                      help="DINO: a small ViT (default) or configs/dino.py's"
+                           " own CNN (BatchNorm in the multi-crop forward)")
   parser.add_argument("--optimizer", choices=("adamw", "lars"),
                       help="MoCo v3, BYOL: the optimiser of both sides "
                            "(default: the method's config's)")
@@ -301,6 +310,7 @@ def main(argv=None) -> int:
                 for a in args.set or ())
   path = os.path.join(args.out, f"step_parity_{args.method}"
                       f"{'_local' if args.local else ''}"
+                      f"{'_' + args.encoder if args.encoder else ''}"
                       f"{'_' + args.optimizer if args.optimizer else ''}"
                       f"{'_float64' if args.float64 else ''}{tag}.json")
   with open(path, "w") as f:

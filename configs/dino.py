@@ -51,6 +51,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.teacher.momentum = 0.996
   c.teacher.final_momentum = 1.0
   c.teacher.schedule = "cosine"
+  # The official MultiCropWrapper: the encoder's BatchNorm over the crops of
+  # one resolution together, the head's over all crops (ssljax.methods.dino).
+  c.dino = config_dict.ConfigDict(dict(batch_norm_views="multi_crop"))
   # Multi-crop: official 2 x 224 px (scale 0.4-1) + 10 x 96 px (0.05-0.4).
   c.views.num_local = 4
   c.views.local_size = 14

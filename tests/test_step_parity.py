@@ -5,7 +5,8 @@ Runs where torch is importable and the official checkout is given by
 ``SSLJAX_DINO_PEER`` (a path; the repository holds none of its code):
 skipped elsewhere, CI included. In float64 both sides agree to float64
 rounding (measured 2026-11-27 over 20 steps: losses within 2.4e-15,
-updates within 2.5e-10 of their size, twice the rounding reference).
+updates within 2.5e-10 of their size, twice the rounding reference), with
+the small ViT and with configs/dino.py's own CNN (2026-11-29).
 """
 
 import pytest
@@ -60,3 +61,27 @@ def test_dino_step_with_local_crops_equals_the_official_step(step_parity):
   for part in ("student", "teacher"):
     assert result["after_K_steps"][part]["worst_over_update"] < 1e-6
   assert timm["losses"][0]["relative"] > 1e-5
+
+
+@pytest.mark.parametrize("local", [0, 2])
+def test_dino_cnn_step_equals_the_official_step(step_parity, local):
+  # configs/dino.py's own CNN, its BatchNorm in the official
+  # MultiCropWrapper's batches (dino.batch_norm_views="multi_crop"): the
+  # crops of one resolution through the backbone together, the teacher's
+  # two global crops together. One view at a time parts the losses at once.
+  import jax  # pylint: disable=import-outside-toplevel
+  with jax.enable_x64(True):
+    result = step_parity.compare(_args(encoder="cnn", local=local,
+                                       steps=10))
+    per_view = step_parity.compare(_args(
+        encoder="cnn", local=local, set=["dino.batch_norm_views=per_view"]))
+  assert result["losses"][0]["relative"] < 1e-13
+  assert max(r["relative"] for r in result["losses"]) < 1e-12
+  after = result["after_K_steps"]
+  for part in ("student", "teacher", "student bn_means", "teacher bn_means"):
+    assert after[part]["worst_over_update"] < 1e-8, part
+  if not local:
+    for net in ("student", "teacher"):
+      assert after[f"{net} bn_vars, ssljax's made unbiased"][
+          "largest_abs_difference"] < 1e-12
+  assert per_view["losses"][0]["relative"] > 1e-6

@@ -11,6 +11,16 @@ every other crop, the teacher temperature warmed up linearly from
 (momentum ``center_momentum``). Forms: ``"multi_view"`` (the official
 pairing, `losses.dino_terms`) and ``"graph"`` (Σ_ij G_ij H(P_t,j, P_s,i) / Σ G
 over the crop graph, `losses.dino_graph`), equal to it.
+
+BatchNorm (a CNN encoder, or ``use_bn`` in the head;
+``config.dino.batch_norm_views``): "multi_crop" is the official
+``MultiCropWrapper``: the encoder takes the crops of one resolution as one
+batch, the head all crops as one batch, for the student and for the
+teacher (its two global crops together)
+(`ssljax.methods.single_network.forward_multi_crop`); "per_view" (the
+default when the field is absent) passes one view at a time.
+``configs/dino.py`` sets "multi_crop". A ViT with the default head has no
+BatchNorm: both give the same step.
 """
 
 import jax.numpy as jnp
@@ -19,7 +29,7 @@ from ssljax import config_rules as rules, losses, models
 from ssljax.methods import (base, ema_teacher, loss_config, networks,
                             single_network, student)
 
-__all__ = ["Method"]
+__all__ = ["Method", "BATCH_NORM_VIEWS"]
 
 _HEAD_FIELDS = {
     "model.dino_head.out_dim": rules.integer(1),
@@ -33,6 +43,10 @@ _HEAD_FIELDS = {
     # Adam's step count of the frozen layer meanwhile: "advance" or "hold".
     "optim.frozen_adam_count": rules.one_of("advance", "hold"),
 }
+# The values of config.dino.batch_norm_views (module docstring).
+BATCH_NORM_VIEWS = ("multi_crop", "per_view")
+# Read where present; absent, "per_view" (the earlier forward).
+OPTIONAL_FIELDS = {"dino.batch_norm_views": rules.one_of(*BATCH_NORM_VIEWS)}
 
 
 def _hyperparameters(*, student_temperature: float = 0.1,
@@ -85,6 +99,20 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     self.teacher_network = models.EncoderProjector(
         networks.encoder_of(config), head())
     self.hparams = _hyperparameters(**loss_config.loss_hparams(config))
+    self.multi_crop = (config.get("dino", {}).get("batch_norm_views",
+                                                  "per_view") == "multi_crop")
+
+  def forward(self, params, batch_stats, views):
+    """(list of V output dicts, new batch_stats), train mode, through
+    `single_network.forward_multi_crop` or one view at a time
+    (``dino.batch_norm_views``)."""
+    if not self.multi_crop:
+      return super().forward(params, batch_stats, views)
+    return single_network.forward_multi_crop(
+        self.network.apply,
+        lambda stats: {"params": params, "batch_stats": stats},
+        batch_stats, views, encoder_method=self.network.represent,
+        head_method=self.network.head)
 
   @classmethod
   def hparam_signatures(cls):
@@ -94,7 +122,8 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
 
   @classmethod
   def config_fields(cls, config):
-    return {**_HEAD_FIELDS, **super().config_fields(config)}
+    return {**_HEAD_FIELDS, **rules.where_set(config, OPTIONAL_FIELDS),
+            **super().config_fields(config)}
 
   def init(self, key, batch_spec):
     params, state = super().init(key, batch_spec)

@@ -32,6 +32,10 @@ class EncoderProjector(nn.Module):
     """The encoder output h (B, D) alone."""
     return self.encoder(x, train=train)
 
+  def head(self, h, train: bool = True) -> dict:
+    """The projector on representations h (N, D): {"z": (N, K)}."""
+    return {"z": self.projector(h, train=train)}
+
 
 class EncoderProjectorPredictor(nn.Module):
   """f_θ, g_φ, then the predictor q_ψ on z (Grill et al. 2020, arXiv
