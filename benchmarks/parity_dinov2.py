@@ -18,8 +18,8 @@ zero learning rate, weight decay 0.04 -> 0.4 on a cosine, teacher momentum
    same views and masks: ``SSLMetaArch.forward_backward`` and
    ``update_teacher`` themselves, with their ``DinoVisionTransformer``,
    ``DINOHead``, ``DINOLoss``, ``iBOTPatchLoss``, ``KoLeoLoss`` and
-   ``get_params_groups_with_decay`` (layer-wise decay and the
-   patch-embedding multiplier set to 1, which ssljax does not have); the
+   ``get_params_groups_with_decay`` (the config's layer-wise decay and
+   patch-embedding multiplier); the
    loop body of ``train.py``'s ``do_train`` written out: its
    ``apply_optim_scheduler``, ``clip_grad_norm_`` on each student module,
    ``torch.optim.AdamW`` and the teacher update, given ssljax's learning
@@ -226,8 +226,9 @@ def _official_cfg(peer: str, config):
                            config.masks.mask_sample_probability)))
   cfg.crops.local_crops_number = config.views.num_local
   cfg.train.centering = loss.centering
-  cfg.optim.layerwise_decay = 1.0
-  cfg.optim.patch_embed_lr_mult = 1.0
+  cfg.optim.layerwise_decay = config.optim.get("layerwise_decay", 1.0)
+  cfg.optim.patch_embed_lr_mult = config.optim.get("patch_embed_lr_mult",
+                                                   1.0)
   return cfg
 
 

@@ -72,6 +72,11 @@ def set_dinov2(c, *, batch_size: int, num_local: int = 8,
   c.optim.frozen_adam_count = "advance"
   # get_params_groups_with_decay: wd_multiplier 0 for ".bias" and "norm"
   c.optim.weight_decay_mask = "no_bias_norm"
+  # get_params_groups_with_decay: block i of L learns at 0.9^(L - i) of the
+  # rate, the embeddings at 0.9^(L + 1), the patch embedding 0.2 x that
+  # (optim.layerwise_decay 0.9, optim.patch_embed_lr_mult 0.2)
+  c.optim.layerwise_decay = 0.9
+  c.optim.patch_embed_lr_mult = 0.2
   c.batch_size = batch_size
   c.epochs = 100  # optim.epochs (of OFFICIAL_EPOCH_LENGTH 1250 iterations
   # there; data passes here)

@@ -136,6 +136,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # type: 1.3e-5 off at t = 1 in float32) or "accurate" (PyTorch's AdamW,
   # which computes them in float64; ssljax.optimizers).
   c.optim.adam_bias_correction = "optax"
+  # A ViT's block i of L learns at layerwise_decay^(L - i) x the lr, its
+  # embeddings at layerwise_decay^(L + 1), the patch embedding also x
+  # patch_embed_lr_mult (DINOv2: 0.9 and 0.2); 1 and 1: one lr for all.
+  c.optim.layerwise_decay = 1.0
+  c.optim.patch_embed_lr_mult = 1.0
   # LARS only: read when optim.name == "lars", ignored by adamw.
   c.optim.lars = config_dict.ConfigDict()
   c.optim.lars.momentum = 0.9  # heavy-ball momentum of LARS

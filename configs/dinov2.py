@@ -91,6 +91,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.freeze_last_layer_by = "learning_rate"
   c.optim.frozen_adam_count = "advance"
   c.optim.weight_decay_mask = "no_bias_norm"
+  # get_params_groups_with_decay: block i of L learns at 0.9^(L - i) of the
+  # rate, the embeddings at 0.9^(L + 1), the patch embedding 0.2 x that
+  # (optim.layerwise_decay 0.9, optim.patch_embed_lr_mult 0.2)
+  c.optim.layerwise_decay = 0.9
+  c.optim.patch_embed_lr_mult = 0.2
   c.optim.end_lr_factor = 1e-3
   # official momentum_teacher 0.992 -> 1 (cosine).
   c.teacher = config_dict.ConfigDict()

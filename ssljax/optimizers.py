@@ -13,8 +13,9 @@ the learning-rate and weight-decay schedules at k + offset),
 ``adam_bias_correction``, optionally ``freeze_last_layer_epochs`` (DINO,
 SwAV), ``freeze_last_layer_by`` (DINOv2), ``frozen_adam_count`` (DINO),
 ``normalize_last_layer`` (SwAV),
-``b2`` (AdamW's β2; MAE's 0.95), ``weight_decay_mask`` (LeJEPA) and, for
-LARS only, ``lars.momentum``,
+``b2`` (AdamW's β2; MAE's 0.95), ``weight_decay_mask`` (LeJEPA),
+``layerwise_decay`` and ``patch_embed_lr_mult`` (DINOv2's per-block
+learning rates of a ViT) and, for LARS only, ``lars.momentum``,
 ``lars.trust_coefficient`` and ``lars.momentum_buffer`` ("updates" |
 "gradients").
 
@@ -50,7 +51,8 @@ __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
            "weight_decay_fn",
            "hold_while", "clip_by_tensor_norm", "clip_by_module_norm",
            "cosine_schedule",
-           "unit_columns_after",
+           "unit_columns_after", "layerwise_lr_multipliers",
+           "scale_by_layerwise_lr",
            "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
            "WEIGHT_DECAY_MASKS", "FROZEN_ADAM_COUNTS", "FREEZE_MODES",
            "BIAS_CORRECTIONS",
@@ -189,6 +191,85 @@ def clip_by_tensor_norm(max_norm: float, eps: float = 1e-6
       return jnp.where(coef < 1.0, g * coef.astype(g.dtype), g)
 
     return jax.tree.map(clip, updates), state
+
+  return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
+
+
+# The ViT encoder's parameters before its first block (DINOv2's
+# get_vit_lr_decay_rate: layer 0).
+_VIT_EMBEDDINGS = ("patch_embed", "pos_embed", "cls_token", "mask_token",
+                   "register_tokens")
+
+
+def layerwise_lr_multipliers(params, decay: float,
+                             patch_embed_lr_mult: float = 1.0):
+  """Each parameter's learning-rate multiplier under layer-wise decay.
+
+  A ViT encoder's block i (``params["encoder"]["block_i"]``, i from 0) is
+  layer i + 1 of L blocks, its patch embedding, position table and class,
+  mask and register tokens layer 0, everything else in it (the final norm)
+  layer L + 1; layer l's multiplier is decay^(L + 1 − l). The patch
+  embedding's is further multiplied by ``patch_embed_lr_mult``. Parameters
+  outside the encoder (the heads) get 1. This is DINOv2's
+  ``get_params_groups_with_decay`` (Oquab et al. 2023, arXiv 2304.07193;
+  facebookresearch/dinov2 dinov2/utils/param_groups.py; its configs:
+  decay 0.9, patch-embedding multiplier 0.2), after BEiT's layer-wise
+  decay (Bao et al. 2021, arXiv 2106.08254). In PyTorch the multiplier
+  scales a parameter group's learning rate, and AdamW's decoupled weight
+  decay with it: the whole update.
+
+  Args:
+    params: the parameters' tree (nested dicts), with ``"encoder"``
+      holding ``"block_0"`` … ``"block_{L-1}"``.
+    decay: the per-block decay, in (0, 1].
+    patch_embed_lr_mult: > 0.
+
+  Returns:
+    A tree of Python floats with the structure of ``params``.
+
+  Raises:
+    ValueError: ``params`` has no ``encoder/block_i`` entries (not a ViT).
+  """
+  encoder = params.get("encoder", {}) if isinstance(params, Mapping) else {}
+  blocks = [k for k in encoder if k.startswith("block_")]
+  if not blocks:
+    raise ValueError("optim.layerwise_decay and optim.patch_embed_lr_mult "
+                     "need a ViT encoder (parameters encoder/block_i); "
+                     f"the encoder has {sorted(encoder)}")
+  depth = len(blocks)
+
+  def multiplier(path, _):
+    keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
+    if keys[0] != "encoder":
+      return 1.0
+    name = keys[1]
+    if name in _VIT_EMBEDDINGS:
+      layer = 0
+    elif name.startswith("block_"):
+      layer = int(name[len("block_"):]) + 1
+    else:
+      layer = depth + 1
+    rate = float(decay) ** (depth + 1 - layer)
+    return rate * (patch_embed_lr_mult if name == "patch_embed" else 1.0)
+
+  return jax.tree_util.tree_map_with_path(multiplier, params)
+
+
+def scale_by_layerwise_lr(decay: float, patch_embed_lr_mult: float = 1.0
+                          ) -> optax.GradientTransformation:
+  """Scales each update by `layerwise_lr_multipliers` of its parameter
+  (stateless; the multipliers come from the tree's names, so they are
+  constants of the compiled step).
+
+  Raises:
+    ValueError: (at the first update) the tree has no ViT encoder blocks.
+  """
+
+  def update(updates, state, params=None):
+    del params
+    scale = layerwise_lr_multipliers(updates, decay, patch_embed_lr_mult)
+    return jax.tree.map(lambda u, m: u if m == 1.0 else u * m, updates,
+                        scale), state
 
   return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
 
@@ -507,6 +588,11 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     to float32 rounding).
   * ``normalize_last_layer`` (SwAV's prototypes): the 2-D ``last_layer*``
     kernels end every step with unit-norm columns (`unit_columns_after`).
+  * ``layerwise_decay`` (in (0, 1], default 1) and ``patch_embed_lr_mult``
+    (> 0, default 1): each update of a ViT encoder's block i of L is
+    multiplied by decay^(L − i), its embeddings' by decay^(L + 1) (the
+    patch embedding's also by the multiplier), as DINOv2's parameter
+    groups do (`layerwise_lr_multipliers`); the heads' keep theirs.
   * ``b2`` (AdamW only; default 0.999, PyTorch's and optax's): Adam's β2,
     the decay of the squared-gradient average. MAE's official AdamW takes
     0.95 (He et al. 2022, arXiv 2111.06377, App. A.1 Table 8;
@@ -540,7 +626,10 @@ def create_optimizer(optim: ml_collections.ConfigDict,
       ``weight_decay_schedule``, ``frozen_adam_count`` or
       ``weight_decay_mask``, ``adam_bias_correction`` or
       ``lars.momentum_buffer``; ``b2`` outside
-      [0, 1); a cosine weight-decay schedule, a held Adam count, the "all"
+      [0, 1); ``layerwise_decay`` outside (0, 1] or
+      ``patch_embed_lr_mult`` <= 0 (and, at the first update, either set on
+      parameters without ViT blocks); a cosine weight-decay schedule, a
+      held Adam count, the "all"
       mask or accurate bias corrections with LARS; a cosine weight-decay
       schedule without ``total_steps``.
   """
@@ -627,6 +716,15 @@ def create_optimizer(optim: ml_collections.ConfigDict,
       decay = optax.add_decayed_weights(optim.weight_decay, decay_mask)
     tx = optax.chain(scale, decay,
                      optax.scale_by_learning_rate(learning_rate_fn))
+  decay_rate = optim.get("layerwise_decay", 1.0)
+  embed_mult = optim.get("patch_embed_lr_mult", 1.0)
+  if not 0.0 < decay_rate <= 1.0 or not embed_mult > 0.0:
+    raise ValueError("optim.layerwise_decay must be in (0, 1] and "
+                     "optim.patch_embed_lr_mult > 0, got "
+                     f"{decay_rate} and {embed_mult}")
+  if decay_rate != 1.0 or embed_mult != 1.0:
+    # The group's learning rate times the multiplier: the whole update.
+    tx = optax.chain(tx, scale_by_layerwise_lr(decay_rate, embed_mult))
   chain = [tx]
   if freeze_steps > 0 and freeze_by == "learning_rate":
     # Only the move is zeroed: Adam sees the gradient (DINOv2).

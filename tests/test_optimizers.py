@@ -458,7 +458,7 @@ def _dinov2_tree(rng, scale=1.0):
 
 
 def _dinov2_official_step(params, grads_per_step, lr, wd, frozen_steps,
-                          clip):
+                          clip, lr_multiplier=lambda module, name: 1.0):
   """DINOv2's train.py loop on a {module: {name: array}} tree, per
   parameter as torch.optim.AdamW runs it: ``clip_grad_norm_(clip)`` on each
   student module (coefficient clip / (norm + 1e-6), at most 1), then
@@ -479,7 +479,8 @@ def _dinov2_official_step(params, grads_per_step, lr, wd, frozen_steps,
         g = g_mod[name] * coef
         s = state[module][name]
         is_last = "last_layer" in name
-        step_lr = 0.0 if is_last and t < frozen_steps else lr
+        step_lr = (0.0 if is_last and t < frozen_steps else lr
+                   ) * lr_multiplier(module, name)
         decay = 0.0 if name.endswith(".bias") or "norm" in name else wd
         s["step"] += 1
         p[module][name] = p[module][name] * (1 - step_lr * decay)
@@ -537,6 +538,91 @@ def test_dinov2_optimizer_is_the_official_step(x64):
         steps_per_epoch=frozen_steps), params, grads))
     assert max(np.abs(other[m][n] - want[m][n]).max()
                for m in want for n in want[m]) > 1e-6, change
+
+
+def _official_vit_lr_decay_rate(name, lr_decay_rate, num_layers):
+  """DINOv2's get_vit_lr_decay_rate for a backbone module's parameter
+  (``force_is_backbone``: the module has blocks), on the official names."""
+  layer_id = num_layers + 1
+  if any(k in name for k in ("pos_embed", "patch_embed", "mask_token",
+                             "cls_token", "register_tokens")):
+    layer_id = 0
+  elif "blocks." in name and "residual." not in name:
+    layer_id = int(name[name.find("blocks."):].split(".")[1]) + 1
+  return lr_decay_rate ** (num_layers + 1 - layer_id)
+
+
+def _vit_tree(rng, scale=1.0):
+  block = lambda: {"attn": {"kernel": rng.normal(size=(3, 3)) * scale,
+                            "bias": rng.normal(size=(3,)) * scale},
+                   "norm1": {"scale": rng.normal(size=(3,)) * scale}}
+  return {"encoder": {"block_0": block(), "block_1": block(),
+                      "block_2": block(),
+                      "patch_embed": {"kernel": rng.normal(size=(2, 2, 1, 3))
+                                      * scale,
+                                      "bias": rng.normal(size=(3,)) * scale},
+                      "pos_embed": rng.normal(size=(1, 5, 3)) * scale,
+                      "cls_token": rng.normal(size=(1, 1, 3)) * scale,
+                      "mask_token": rng.normal(size=(1, 1, 3)) * scale,
+                      "norm": {"scale": rng.normal(size=(3,)) * scale}},
+          "projector": {"Dense_0": {"kernel": rng.normal(size=(3, 5)) * scale},
+                        "last_layer_v": rng.normal(size=(5, 6)) * scale}}
+
+
+def test_layerwise_decay_is_dinov2s_parameter_groups(x64):
+  # DINOv2's layer-wise decay (0.9) and patch-embedding multiplier (0.2),
+  # on top of its per-module clipping, freeze and decay mask: each
+  # parameter group's learning rate (and so its decoupled weight decay)
+  # times get_vit_lr_decay_rate's multiplier; the heads' multiplier is 1.
+  rng = np.random.default_rng(11)
+  params = jax.tree.map(jnp.asarray, _vit_tree(rng))
+  grads = [jax.tree.map(jnp.asarray, _vit_tree(rng, 0.5)) for _ in range(6)]
+  lr, wd, frozen_steps, clip, decay, embed = 0.01, 0.1, 2, 3.0, 0.9, 0.2
+  optim = _optim(learning_rate=lr, weight_decay=wd, clip_grad_norm=clip,
+                 clip_mode="per_module", freeze_last_layer_epochs=1.0,
+                 freeze_last_layer_by="learning_rate",
+                 weight_decay_mask="no_bias_norm", layerwise_decay=decay,
+                 patch_embed_lr_mult=embed)
+
+  def multiplier(module, name):
+    if module != "encoder":
+      return 1.0
+    official = name.replace("block_", "blocks.")
+    rate = _official_vit_lr_decay_rate(official, decay, num_layers=3)
+    return rate * (embed if "patch_embed" in official else 1.0)
+
+  tx = optimizers.create_optimizer(optim, lr, steps_per_epoch=frozen_steps)
+  got = _by_module(_run(tx, params, grads))
+  want = _dinov2_official_step(_by_module(params),
+                               [_by_module(g) for g in grads], lr, wd,
+                               frozen_steps, clip, multiplier)
+  for module in want:
+    for name in want[module]:
+      np.testing.assert_allclose(got[module][name], want[module][name],
+                                 rtol=1e-12, atol=1e-14, err_msg=name)
+  scale = optimizers.layerwise_lr_multipliers(_vit_tree(rng), decay, embed)
+  assert scale["encoder"]["block_2"]["attn"]["kernel"] == pytest.approx(0.9)
+  assert scale["encoder"]["block_0"]["attn"]["kernel"] == pytest.approx(
+      0.9 ** 3)
+  assert scale["encoder"]["patch_embed"]["bias"] == pytest.approx(
+      0.2 * 0.9 ** 4)
+  assert scale["encoder"]["norm"]["scale"] == 1.0
+  assert scale["projector"]["last_layer_v"] == 1.0
+  # Without the multipliers the step is another one.
+  plain = _by_module(_run(optimizers.create_optimizer(
+      ml_collections.ConfigDict({**optim.to_dict(), "layerwise_decay": 1.0,
+                                 "patch_embed_lr_mult": 1.0}), lr,
+      steps_per_epoch=frozen_steps), params, grads))
+  assert np.abs(plain["encoder"]["block_0.attn.kernel"]
+                - want["encoder"]["block_0.attn.kernel"]).max() > 1e-4
+
+
+def test_layerwise_decay_errors():
+  with pytest.raises(ValueError, match="layerwise_decay must be in"):
+    optimizers.create_optimizer(_optim(layerwise_decay=1.5), 0.1)
+  with pytest.raises(ValueError, match="need a ViT encoder"):
+    optimizers.layerwise_lr_multipliers(_params(np.random.default_rng(0)),
+                                        0.9)
 
 
 def test_module_clipping_and_decay_mask_by_name():

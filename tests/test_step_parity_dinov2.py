@@ -42,10 +42,12 @@ def test_dinov2_step_equals_the_official_step_in_float64(step_parity):
 
 
 @pytest.mark.parametrize("change", ["optim.clip_mode=per_tensor",
-                                    "optim.freeze_last_layer_by=gradient"])
+                                    "optim.freeze_last_layer_by=gradient",
+                                    "optim.layerwise_decay=1.0"])
 def test_dinos_clipping_and_freeze_are_seen(step_parity, change):
   # DINO's per-tensor clipping and cancelled gradients, which the DINOv2
-  # config had before, part the steps at once.
+  # config had before, part the steps at once; so does one learning rate
+  # for every block in place of the official layer-wise decay (0.9).
   import jax  # pylint: disable=import-outside-toplevel
   with jax.enable_x64(True):
     result = step_parity.compare(_args(set=[change]))
