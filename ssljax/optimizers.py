@@ -448,7 +448,8 @@ def _no_bias_norm_mask(params):
 
 
 def _is_last_layer(path) -> bool:
-  # DINO's weight-normalised last layer: "last_layer_v" (and "last_layer_g").
+  # DINO's weight-normalised last layer: "last_layer_v" (and "last_layer_g");
+  # DINOv3's plain one "last_layer"; SwAV's prototypes "last_layer".
   return any("last_layer" in str(getattr(k, "key", k)) for k in path)
 
 

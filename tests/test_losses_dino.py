@@ -9,6 +9,7 @@ import jax
 from jax.experimental import sparse as jsparse
 import jax.numpy as jnp
 import numpy as np
+from scipy import special as scipy_special
 import pytest
 
 from ssljax import losses
@@ -291,6 +292,38 @@ class TestDINOHead:
     params = jax.eval_shape(one.init, jax.random.key(0), h)["params"]
     assert set(params) == {"Dense_0", "last_layer_v"}
     assert params["Dense_0"]["kernel"].shape == (3, 4)
+
+  def test_dinov3_head_is_a_plain_last_layer(self, x64):
+    # DINOv3's DINOHead (facebookresearch/dinov3 dinov3/layers/
+    # dino_head.py): Linear-GELU-Linear-GELU-Linear, F.normalize, then a
+    # bias-free nn.Linear without weight normalisation, every Linear drawn
+    # from a truncated normal of std 0.02. Written out in numpy, float64.
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(5, 3))
+    head = DINOHead(out_dim=7, hidden_dim=8, bottleneck_dim=4,
+                    weight_norm=False, dtype=jnp.float64)
+    params = jax.jit(head.init)(jax.random.key(2), jnp.asarray(h))["params"]
+    assert set(params) == {"Dense_0", "Dense_1", "Dense_2", "last_layer"}
+    assert params["last_layer"].shape == (4, 7)
+    assert 0.01 < float(np.std(params["last_layer"])) < 0.03
+    params = jax.tree.map(
+        lambda a: jnp.asarray(rng.normal(size=a.shape)), params)
+    gelu = lambda x: 0.5 * x * (1 + scipy_special.erf(x / np.sqrt(2)))
+    x = h
+    for i in range(2):
+      d = params[f"Dense_{i}"]
+      x = gelu(x @ np.asarray(d["kernel"]) + np.asarray(d["bias"]))
+    x = x @ np.asarray(params["Dense_2"]["kernel"]) + np.asarray(
+        params["Dense_2"]["bias"])
+    x = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    want = x @ np.asarray(params["last_layer"])
+    got = head.apply({"params": params}, jnp.asarray(h))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    # Unbounded logits: the last layer's scale is the logits' scale.
+    doubled = {**params, "last_layer": 2.0 * params["last_layer"]}
+    np.testing.assert_allclose(head.apply({"params": doubled},
+                                          jnp.asarray(h)), 2 * want,
+                               rtol=1e-12)
 
 
 # ---------------------------------------------------------------------------

@@ -238,3 +238,38 @@ def test_dinov3_needs_sinkhorn_knopp():
   config.loss.version = "dinov3"
   with pytest.raises(config_validation.ConfigError, match="sinkhorn_knopp"):
     config_validation.validate(config)
+
+
+def test_dinov3_head_trains_and_freezes_its_plain_last_layer():
+  # model.dino_head.weight_norm=False: DINOv3's plain last layer, named
+  # "last_layer" so that the freeze and the optimiser's masks find it.
+  config = dinov2_config.get_config("smoke")
+  config.loss.version = "dinov3"
+  config.loss.centering = "sinkhorn_knopp"
+  config.model.dino_head.weight_norm = False
+  config_validation.validate(config)
+  method, params, state = _init(config)
+  assert "last_layer" in params["projector"]
+  assert "last_layer_v" not in params["projector"]
+  tx = optimizers.create_optimizer(config.optim, 1e-2, steps_per_epoch=2,
+                                   total_steps=20)
+  opt_state = tx.init(params)
+  batch = _batch(config)
+  @jax.jit
+  def grad_fn(params, state, key, step):
+    sched = {"step": step, "total_steps": 20, "steps_per_epoch": 2}
+    return jax.grad(method.loss, has_aux=True)(params, state, batch, key,
+                                               sched)
+
+  start = params["projector"]["last_layer"]
+  for i in range(3):
+    grads, aux = grad_fn(params, state, jax.random.key(i), jnp.int32(i))
+    updates, opt_state = tx.update(grads, opt_state, params)
+    params, state = optax.apply_updates(params, updates), aux.state
+    moved = float(jnp.max(jnp.abs(params["projector"]["last_layer"]
+                                  - start)))
+    assert (moved == 0.0) == (i < 2), (i, moved)  # frozen for 1 epoch
+  with config.model.dino_head.ignore_type():
+    config.model.dino_head.weight_norm = "no"
+  with pytest.raises(config_validation.ConfigError, match="weight_norm"):
+    config_validation.validate(config)

@@ -151,7 +151,8 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     super().__init__(config)
     dtype = networks.compute_dtype(config)
     head = lambda group: models.DINOHead(
-        dtype=dtype, **{k: config.model[group][k] for k in _HEAD_KEYS})
+        dtype=dtype, weight_norm=config.model[group].get("weight_norm", True),
+        **{k: config.model[group][k] for k in _HEAD_KEYS})
     separate = config.model.get("ibot_separate_head", False)
 
     def make():
@@ -166,8 +167,14 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
   @classmethod
   def config_fields(cls, config):
     fields = dict(_FIELDS)
+    heads = ["dino_head"]
     if config.model.get("ibot_separate_head", False):
       fields.update(_head_fields("ibot_head"))
+      heads.append("ibot_head")
+    # Optional (absent: True, the weight-normalised head of DINO and
+    # DINOv2); False: DINOv3's plain last layer.
+    fields.update(rules.where_set(config, {
+        f"model.{h}.weight_norm": rules.boolean for h in heads}))
     return {**fields, **super().config_fields(config)}
 
   @classmethod

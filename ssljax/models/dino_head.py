@@ -32,6 +32,12 @@ class DINOHead(nn.Module):
     num_layers: Dense layers before the last layer, >= 1 (3).
     use_bn: BatchNorm after each hidden Dense (False for ViTs, official).
     norm_last_layer: fix g = 1 in the weight-normalised last layer (True).
+    weight_norm: the last layer is weight-normalised (True: DINO's and
+      DINOv2's heads); False: a plain bias-free layer, parameter
+      "last_layer" (bottleneck_dim, out_dim) from a truncated normal of std
+      0.02, as DINOv3's DINOHead (Siméoni et al. 2025, arXiv 2508.10104;
+      facebookresearch/dinov3 dinov3/layers/dino_head.py), whose logits
+      are not bounded; ``norm_last_layer`` is then not read.
     dtype: computation dtype; parameters stay float32.
 
   References:
@@ -57,6 +63,7 @@ class DINOHead(nn.Module):
   num_layers: int = 3
   use_bn: bool = False
   norm_last_layer: bool = True
+  weight_norm: bool = True
   dtype: jnp.dtype = jnp.float32
 
   @nn.compact
@@ -77,6 +84,12 @@ class DINOHead(nn.Module):
     # ℓ2 normalisation with F.normalize's floor 1e-12 (inside the sqrt).
     x = x * jnp.reciprocal(jnp.sqrt(jnp.maximum(
         jnp.sum(x * x, axis=-1, keepdims=True), 1e-24)))
+    if not self.weight_norm:
+      # DINOv3: a plain bias-free layer, truncated normal of std 0.02.
+      w = self.param("last_layer", init, (self.bottleneck_dim, self.out_dim),
+                     jnp.float32)
+      out_dtype = jnp.promote_types(self.dtype, jnp.float32)
+      return (x @ w.astype(self.dtype)).astype(out_dtype)
     # Weight-normalised last layer; V's scale is irrelevant (W = V/‖V‖).
     v = self.param("last_layer_v",
                    nn.initializers.variance_scaling(1 / 3, "fan_in",
