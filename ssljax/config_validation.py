@@ -210,9 +210,11 @@ def suggest(path: str, config: ml_collections.ConfigDict, n: int = 3
             ) -> list[str]:
   """Closest valid field paths to an unknown ``path`` (no "config." prefix).
 
-  Candidates are the fields of the same parent first: those whose name
-  contains the given name's letters in order (``lr`` → ``learning_rate``),
-  then spelling neighbours (difflib); then neighbours among all paths.
+  Candidates are the fields of the same parent first: those whose words'
+  initials are the given name (``lr`` → ``learning_rate``, ``wd`` →
+  ``weight_decay``), then those whose name contains the given name's
+  letters in order, then spelling neighbours (difflib); then neighbours
+  among all paths.
 
   Returns:
     up to ``n`` dotted paths, best first.
@@ -223,6 +225,9 @@ def suggest(path: str, config: ml_collections.ConfigDict, n: int = 3
   leaves = {p.rpartition(".")[2]: p for p in siblings}
   found = []
   if leaf:
+    found += [leaves[name] for name in leaves
+              if "".join(w[0] for w in name.lower().split("_") if w)
+              == leaf.lower()]
     found += [leaves[name] for name in leaves
               if _is_subsequence(leaf.lower(), name.lower())
               and name[0] == leaf[0]]

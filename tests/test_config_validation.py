@@ -121,6 +121,10 @@ def test_a_queue_smaller_than_the_batch_is_an_error():
 def test_suggest_finds_abbreviations_and_typos():
   config = _config()
   assert config_validation.suggest("optim.lr", config)[0] == "optim.learning_rate"
+  # The words' initials first: "lr" is learning_rate, not layerwise_decay.
+  assert config_validation.suggest("optim.wd", config)[0] == "optim.weight_decay"
+  assert config_validation.suggest("optim.pelm", config)[0] == (
+      "optim.patch_embed_lr_mult")
   assert config_validation.suggest("optim.learnig_rate", config)[0] == (
       "optim.learning_rate")
   assert config_validation.suggest("epoch", config)[0] == "epochs"
