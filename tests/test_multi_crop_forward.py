@@ -44,23 +44,17 @@ def _by_hand(net, params, stats, groups):
   return jnp.concatenate(hs), out, updates["batch_stats"]
 
 
-def test_swav_multi_crop_forward_is_the_official_grouping():
-  # swav.batch_norm_views "multi_crop" (configs/swav.py): the encoder's
-  # BatchNorm over the crops of one resolution as one batch (view-major
-  # here, as the official torch.cat), the projector's over all crops.
-  config = swav.get_config("smoke")
-  config.views.num_local = 2
-  config.views.local_size = 14
-  config.batch_size = B
-  assert config.swav.batch_norm_views == "multi_crop"
+def _student_matches_by_hand(config, seed):
+  """Builds the method of ``config`` and checks its forward on 2 global
+  and 2 local crops against `_by_hand`; returns (method, params, state,
+  views, outputs)."""
   method = methods.build(config)
   params, state = method.init(jax.random.key(0),
                               train.batch_spec(config, (28, 28, 1)))
-  rng = np.random.default_rng(1)
+  rng = np.random.default_rng(seed)
   views = tuple(jnp.asarray(rng.uniform(size=(B, s, s, 1)), jnp.float32)
                 for s in (28, 28, 14, 14))
   outs, stats = method.forward(params, state["batch_stats"], views)
-
   h, want, stats_want = _by_hand(method.network, params,
                                  state["batch_stats"], (views[:2],
                                                         views[2:]))
@@ -70,6 +64,19 @@ def test_swav_multi_crop_forward_is_the_official_grouping():
     np.testing.assert_allclose(out["h"], h[i * B:(i + 1) * B], atol=2e-5)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=2e-5),
                stats, stats_want)
+  return method, params, state, views, outs
+
+
+def test_swav_multi_crop_forward_is_the_official_grouping():
+  # swav.batch_norm_views "multi_crop" (configs/swav.py): the encoder's
+  # BatchNorm over the crops of one resolution as one batch (view-major
+  # here, as the official torch.cat), the projector's over all crops.
+  config = swav.get_config("smoke")
+  config.views.num_local = 2
+  config.views.local_size = 14
+  config.batch_size = B
+  assert config.swav.batch_norm_views == "multi_crop"
+  _, params, state, views, outs = _student_matches_by_hand(config, seed=1)
 
   # Each view on its own (the solo-learn recipes' forward) is another
   # forward: BatchNorm's batches differ.
@@ -99,22 +106,7 @@ def test_dino_student_and_teacher_multi_crop_forward():
   config.views.local_size = 14
   config.batch_size = B
   assert config.dino.batch_norm_views == "multi_crop"
-  method = methods.build(config)
-  params, state = method.init(jax.random.key(0),
-                              train.batch_spec(config, (28, 28, 1)))
-  rng = np.random.default_rng(2)
-  views = tuple(jnp.asarray(rng.uniform(size=(B, s, s, 1)), jnp.float32)
-                for s in (28, 28, 14, 14))
-  outs, stats = method.forward(params, state["batch_stats"], views)
-  h, want, stats_want = _by_hand(method.network, params,
-                                 state["batch_stats"], (views[:2],
-                                                        views[2:]))
-  for i, out in enumerate(outs):
-    np.testing.assert_allclose(out["z"], want["z"][i * B:(i + 1) * B],
-                               atol=2e-5)
-    np.testing.assert_allclose(out["h"], h[i * B:(i + 1) * B], atol=2e-5)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=2e-5),
-               stats, stats_want)
+  method, params, state, views, _ = _student_matches_by_hand(config, seed=2)
 
   # The teacher: its two global crops as one batch.
   teacher = state["teacher"]

@@ -102,18 +102,6 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     self.multi_crop = (config.get("dino", {}).get("batch_norm_views",
                                                   "per_view") == "multi_crop")
 
-  def forward(self, params, batch_stats, views):
-    """(list of V output dicts, new batch_stats), train mode, through
-    `single_network.forward_multi_crop` or one view at a time
-    (``dino.batch_norm_views``)."""
-    if not self.multi_crop:
-      return super().forward(params, batch_stats, views)
-    return single_network.forward_multi_crop(
-        self.network.apply,
-        lambda stats: {"params": params, "batch_stats": stats},
-        batch_stats, views, encoder_method=self.network.represent,
-        head_method=self.network.head)
-
   @classmethod
   def hparam_signatures(cls):
     # Every form takes all five: the temperature schedule and the centre

@@ -184,6 +184,10 @@ class SingleNetworkMethod(base.Method):
   passes views through it in train mode."""
 
   network: Any = None
+  # True: `forward` passes the views through `forward_multi_crop` (the
+  # network needs ``represent`` and ``head`` methods), as the official
+  # multi-crop wrappers of SwAV and DINO do; False: `forward_views`.
+  multi_crop = False
 
   def init(self, key, batch_spec):
     x = jnp.zeros((2, *batch_spec.view_shape), jnp.float32)
@@ -192,11 +196,16 @@ class SingleNetworkMethod(base.Method):
                                  variables.get("batch_stats", {})}
 
   def forward(self, params, batch_stats, views):
-    """(list of V output dicts, new batch_stats), train mode, per view."""
-    return forward_views(
-        self.network.apply,
-        lambda stats: {"params": params, "batch_stats": stats},
-        batch_stats, views)
+    """(list of V output dicts, new batch_stats), train mode: per view, or
+    through `forward_multi_crop` when ``multi_crop``."""
+    variables_of = lambda stats: {"params": params, "batch_stats": stats}
+    if self.multi_crop:
+      return forward_multi_crop(
+          self.network.apply, variables_of, batch_stats, views,
+          encoder_method=self.network.represent,
+          head_method=self.network.head)
+    return forward_views(self.network.apply, variables_of, batch_stats,
+                         views)
 
   def representation(self, params, state, images):
     return self.network.apply(

@@ -127,18 +127,6 @@ class Method(single_network.SingleNetworkMethod):
     self.multi_crop = (config.get("swav", {}).get("batch_norm_views",
                                                   "per_view") == "multi_crop")
 
-  def forward(self, params, batch_stats, views):
-    """(list of V output dicts, new batch_stats), train mode, through
-    `single_network.forward_multi_crop` or one view at a time
-    (``swav.batch_norm_views``)."""
-    if not self.multi_crop:
-      return super().forward(params, batch_stats, views)
-    return single_network.forward_multi_crop(
-        self.network.apply,
-        lambda stats: {"params": params, "batch_stats": stats},
-        batch_stats, views, encoder_method=self.network.represent,
-        head_method=self.network.head)
-
   @classmethod
   def config_fields(cls, config):
     return {**rules.where_set(config, OPTIONAL_FIELDS),
