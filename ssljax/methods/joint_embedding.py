@@ -17,7 +17,6 @@ graph (GRAPH_KINDS) or a whole-dataset graph trained on sampled edges
 (graphs.DATASET_GRAPH_KINDS).
 """
 
-import jax
 import jax.numpy as jnp
 
 from ssljax import config_rules as rules, graphs, losses

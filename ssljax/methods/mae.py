@@ -16,7 +16,6 @@ equally good, App. A.1).
 """
 
 import jax
-import jax.numpy as jnp
 
 from ssljax import config_rules as rules, losses, models
 
