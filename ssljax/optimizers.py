@@ -239,7 +239,7 @@ def layerwise_lr_multipliers(params, decay: float,
   depth = len(blocks)
 
   def multiplier(path, _):
-    keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
+    keys = [str(getattr(k, "key", k)) for k in path]
     if keys[0] != "encoder":
       return 1.0
     name = keys[1]

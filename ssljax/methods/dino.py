@@ -29,7 +29,7 @@ from ssljax import config_rules as rules, losses, models
 from ssljax.methods import (base, ema_teacher, loss_config, networks,
                             single_network, student)
 
-__all__ = ["Method", "BATCH_NORM_VIEWS"]
+__all__ = ["Method"]
 
 _HEAD_FIELDS = {
     "model.dino_head.out_dim": rules.integer(1),
@@ -43,10 +43,9 @@ _HEAD_FIELDS = {
     # Adam's step count of the frozen layer meanwhile: "advance" or "hold".
     "optim.frozen_adam_count": rules.one_of("advance", "hold"),
 }
-# The values of config.dino.batch_norm_views (module docstring).
-BATCH_NORM_VIEWS = ("multi_crop", "per_view")
 # Read where present; absent, "per_view" (the earlier forward).
-OPTIONAL_FIELDS = {"dino.batch_norm_views": rules.one_of(*BATCH_NORM_VIEWS)}
+OPTIONAL_FIELDS = {"dino.batch_norm_views": rules.one_of(
+    *single_network.BATCH_NORM_VIEWS)}
 
 
 def _hyperparameters(*, student_temperature: float = 0.1,
@@ -99,8 +98,7 @@ class Method(ema_teacher.EMATeacherMixin, single_network.SingleNetworkMethod):
     self.teacher_network = models.EncoderProjector(
         networks.encoder_of(config), head())
     self.hparams = _hyperparameters(**loss_config.loss_hparams(config))
-    self.multi_crop = (config.get("dino", {}).get("batch_norm_views",
-                                                  "per_view") == "multi_crop")
+    self.multi_crop = single_network.uses_multi_crop(config, "dino")
 
   @classmethod
   def hparam_signatures(cls):

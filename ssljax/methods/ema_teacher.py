@@ -14,9 +14,9 @@ updates after the optimiser step) or "next" (τ_{k+1}: MoCo v3 moves its key
 encoder at the start of step k + 1 with that step's momentum, official
 moco/builder.py ``forward``; the same teacher for every step's keys). The
 teacher sees the G global views only, in train mode (its BatchNorm
-statistics are its own), under stop-gradient; one view at a time, or
-with ``multi_crop`` (a method attribute) as one batch through
-`ssljax.methods.single_network.forward_multi_crop`.
+statistics are its own), under stop-gradient, through
+`ssljax.methods.single_network.forward_network` as the student (the
+method's ``multi_crop``).
 
 References:
   Grill et al. 2020, arXiv 2006.07733, §3.2; Chen, Xie & He 2021, arXiv
@@ -48,9 +48,6 @@ class EMATeacherMixin:
   and the method reads the teacher's config fields (TEACHER_FIELDS)."""
 
   teacher_network = None
-  # True: the teacher's global views go through `forward_multi_crop` (one
-  # batch for the encoder, one for the head), as DINO's MultiCropWrapper.
-  multi_crop = False
 
   @classmethod
   def config_fields(cls, config):
@@ -73,17 +70,11 @@ class EMATeacherMixin:
     """(stop-gradient teacher outputs z (G, B, K) of the global views, the
     state with the teacher's new BatchNorm statistics)."""
     teacher = state["teacher"]
-    variables_of = lambda s: {"params": teacher["params"], "batch_stats": s}
-    global_views = views[:self.config.views.num_global]
-    if self.multi_crop:
-      outs, stats = single_network.forward_multi_crop(
-          self.teacher_network.apply, variables_of, teacher["batch_stats"],
-          global_views, encoder_method=self.teacher_network.represent,
-          head_method=self.teacher_network.head)
-    else:
-      outs, stats = single_network.forward_views(
-          self.teacher_network.apply, variables_of, teacher["batch_stats"],
-          global_views)
+    outs, stats = single_network.forward_network(
+        self.teacher_network,
+        lambda s: {"params": teacher["params"], "batch_stats": s},
+        teacher["batch_stats"], views[:self.config.views.num_global],
+        multi_crop=self.multi_crop)
     z_GxBxK = jax.lax.stop_gradient(jnp.stack([o["z"] for o in outs]))
     return z_GxBxK, {**state, "teacher": {**teacher, "batch_stats": stats}}
 

@@ -20,7 +20,12 @@ import jax.numpy as jnp
 
 from ssljax.methods import base
 
-__all__ = ["forward_views", "forward_multi_crop", "SingleNetworkMethod"]
+__all__ = ["forward_views", "forward_multi_crop", "forward_network",
+           "BATCH_NORM_VIEWS", "uses_multi_crop", "SingleNetworkMethod"]
+
+# The values of a method's ``<method>.batch_norm_views`` option (DINO,
+# SwAV): "multi_crop", `forward_multi_crop`; "per_view", `forward_views`.
+BATCH_NORM_VIEWS = ("multi_crop", "per_view")
 
 
 def forward_views(apply, variables_of, state_stats, views, *, train=True,
@@ -140,12 +145,11 @@ def forward_multi_crop(apply, variables_of, state_stats, views, *,
     raise ValueError(f"views of batch sizes {sorted(batches)}: the "
                      "multi-crop forward needs one batch size")
   with_stats = bool(jax.tree.leaves(state_stats))
-  mutable = ["batch_stats"] if with_stats else False
 
   def run(x, method):
     if with_stats:
       out, updates = apply(variables_of(state_stats), x, train=True,
-                           mutable=mutable, method=method)
+                           mutable=["batch_stats"], method=method)
       return out, updates.get("batch_stats", state_stats)
     return apply(variables_of(state_stats), x, train=True,
                  method=method), state_stats
@@ -177,6 +181,24 @@ def forward_multi_crop(apply, variables_of, state_stats, views, *,
   return outs, state_stats
 
 
+def uses_multi_crop(config, group: str) -> bool:
+  """Whether ``config.<group>.batch_norm_views`` is "multi_crop" (absent:
+  "per_view")."""
+  return (config.get(group, {}).get("batch_norm_views", "per_view")
+          == "multi_crop")
+
+
+def forward_network(network, variables_of, state_stats, views, *,
+                    multi_crop: bool):
+  """The views through ``network`` in train mode: `forward_multi_crop`
+  (with its ``represent`` and ``head`` methods) or `forward_views`."""
+  if multi_crop:
+    return forward_multi_crop(network.apply, variables_of, state_stats,
+                              views, encoder_method=network.represent,
+                              head_method=network.head)
+  return forward_views(network.apply, variables_of, state_stats, views)
+
+
 class SingleNetworkMethod(base.Method):
   """A method whose trained parameters are one network (``self.network``,
   a `ssljax.models.EncoderProjector` or `EncoderProjectorPredictor`):
@@ -198,14 +220,9 @@ class SingleNetworkMethod(base.Method):
   def forward(self, params, batch_stats, views):
     """(list of V output dicts, new batch_stats), train mode: per view, or
     through `forward_multi_crop` when ``multi_crop``."""
-    variables_of = lambda stats: {"params": params, "batch_stats": stats}
-    if self.multi_crop:
-      return forward_multi_crop(
-          self.network.apply, variables_of, batch_stats, views,
-          encoder_method=self.network.represent,
-          head_method=self.network.head)
-    return forward_views(self.network.apply, variables_of, batch_stats,
-                         views)
+    return forward_network(
+        self.network, lambda stats: {"params": params, "batch_stats": stats},
+        batch_stats, views, multi_crop=self.multi_crop)
 
   def representation(self, params, state, images):
     return self.network.apply(

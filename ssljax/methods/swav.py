@@ -40,10 +40,7 @@ import jax.numpy as jnp
 from ssljax import config_rules as rules, losses, models
 from ssljax.methods import base, loss_config, networks, single_network, student
 
-__all__ = ["Method", "BATCH_NORM_VIEWS"]
-
-# The values of config.swav.batch_norm_views (module docstring).
-BATCH_NORM_VIEWS = ("multi_crop", "per_view")
+__all__ = ["Method"]
 
 
 class _Network(nn.Module):
@@ -97,7 +94,7 @@ def _unit_columns(kernel):
 # Read where present; absent, "per_view" (the solo-learn recipes' forward)
 # and "advance" (optax's one Adam count).
 OPTIONAL_FIELDS = {
-    "swav.batch_norm_views": rules.one_of(*BATCH_NORM_VIEWS),
+    "swav.batch_norm_views": rules.one_of(*single_network.BATCH_NORM_VIEWS),
     "optim.frozen_adam_count": rules.one_of("advance", "hold")}
 
 
@@ -124,8 +121,7 @@ class Method(single_network.SingleNetworkMethod):
                          **networks.head_kwargs(config)),
         config.model.num_prototypes, dtype=dtype)
     self.hparams = loss_config.loss_hparams(config)
-    self.multi_crop = (config.get("swav", {}).get("batch_norm_views",
-                                                  "per_view") == "multi_crop")
+    self.multi_crop = single_network.uses_multi_crop(config, "swav")
 
   @classmethod
   def config_fields(cls, config):

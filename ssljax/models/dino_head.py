@@ -84,20 +84,19 @@ class DINOHead(nn.Module):
     # ℓ2 normalisation with F.normalize's floor 1e-12 (inside the sqrt).
     x = x * jnp.reciprocal(jnp.sqrt(jnp.maximum(
         jnp.sum(x * x, axis=-1, keepdims=True), 1e-24)))
+    shape = (self.bottleneck_dim, self.out_dim)
     if not self.weight_norm:
       # DINOv3: a plain bias-free layer, truncated normal of std 0.02.
-      w = self.param("last_layer", init, (self.bottleneck_dim, self.out_dim),
-                     jnp.float32)
-      out_dtype = jnp.promote_types(self.dtype, jnp.float32)
-      return (x @ w.astype(self.dtype)).astype(out_dtype)
-    # Weight-normalised last layer; V's scale is irrelevant (W = V/‖V‖).
-    v = self.param("last_layer_v",
-                   nn.initializers.variance_scaling(1 / 3, "fan_in",
-                                                    "uniform"),
-                   (self.bottleneck_dim, self.out_dim), jnp.float32)
-    w = v / jnp.sqrt(jnp.sum(v * v, axis=0, keepdims=True))
-    if not self.norm_last_layer:
-      w = w * self.param("last_layer_g", nn.initializers.ones,
-                         (self.out_dim,), jnp.float32)
+      w = self.param("last_layer", init, shape, jnp.float32)
+    else:
+      # Weight-normalised; V's scale is irrelevant (W = V/‖V‖).
+      v = self.param("last_layer_v",
+                     nn.initializers.variance_scaling(1 / 3, "fan_in",
+                                                      "uniform"),
+                     shape, jnp.float32)
+      w = v / jnp.sqrt(jnp.sum(v * v, axis=0, keepdims=True))
+      if not self.norm_last_layer:
+        w = w * self.param("last_layer_g", nn.initializers.ones,
+                           (self.out_dim,), jnp.float32)
     out_dtype = jnp.promote_types(self.dtype, jnp.float32)
     return (x @ w.astype(self.dtype)).astype(out_dtype)
