@@ -14,12 +14,16 @@ the prototypes' cancelled gradients; its model is src/resnet50.py's
 ``ResNet.forward`` and ``forward_head`` (the crops of one resolution
 through the backbone together, the head over all of them) on the CNN
 written in PyTorch (`parity_predictor.torch_cnn_class`) in place of the
-ResNet-50 backbone. The optimiser on both sides is the config's AdamW, every
-parameter decayed (``torch.optim.AdamW(model.parameters())``;
-``weight_decay_mask="all"`` on ssljax's side), with ssljax's learning rate
-of each step as ``lr_schedule``: the official SGD with apex's LARC has no
-ssljax counterpart (ssljax's LARS divides by ‖g + λw‖, LARC by
-‖g‖ + λ‖w‖, and masks biases and BatchNorm).
+ResNet-50 backbone. The optimiser on both sides is, by default, the
+config's AdamW, every parameter decayed
+(``torch.optim.AdamW(model.parameters())``; ``weight_decay_mask="all"`` on
+ssljax's side), or, with ``--optimizer larc``, the official one: main_swav.py's
+``LARC(SGD(model.parameters(), momentum=0.9, weight_decay=wd),
+trust_coefficient=0.001, clip=False)``, apex's LARC class loaded from the
+``--apex`` checkout, against ssljax's LARS with ``lars.trust_ratio="larc"``
+on every parameter (learning rate 0.6 per 256 and weight decay 1e-6, the
+official swav_200ep_bs256_pretrain.sh values). Either way ssljax's
+learning rate of each step is the official ``lr_schedule``.
 
 Replaced for one CPU process: ``dist.all_reduce`` (of one process: the
 tensor itself), ``Tensor.cuda`` (the tensor), the ``DistributedDataParallel``
@@ -55,9 +59,11 @@ import parity_predictor as pp
 HIDDEN, DIM, PROTOTYPES = 128, 64, 100
 
 
-def swav_config(num_local: int):
+def swav_config(num_local: int, optimizer: str = "adamw"):
   """configs/swav.py at CPU size, AdamW decaying every parameter (the
-  official optimiser's weight decay reaches all of them)."""
+  official optimiser's weight decay reaches all of them) or, ``optimizer``
+  "larc", the official SGD in LARC (η 0.001, momentum 0.9, no clipping,
+  on every parameter; lr 0.6 per 256, weight decay 1e-6)."""
   from configs import swav  # pylint: disable=import-outside-toplevel
   c = swav.get_config()
   c.model.projector = (HIDDEN, DIM)
@@ -67,6 +73,16 @@ def swav_config(num_local: int):
   c.batch_size = BATCH
   c.optim.warmup_epochs = 1.0
   c.optim.weight_decay_mask = "all"
+  if optimizer == "larc":
+    c.optim.name = "lars"
+    c.optim.learning_rate = 0.6  # swav_200ep_bs256_pretrain.sh --base_lr
+    c.optim.weight_decay = 1e-6  # --wd
+    c.optim.lars.update(trust_ratio="larc", clip=False, momentum=0.9,
+                        trust_coefficient=0.001,
+                        momentum_buffer="gradients")
+    # SGD skips a parameter without gradient: a zero gradient leaves its
+    # momentum at zero, so nothing is held.
+    c.optim.frozen_adam_count = "advance"
   c.evals = {}
   return c
 
@@ -90,23 +106,37 @@ def torch_state(config, params: dict, method_state: dict) -> dict:
   return state
 
 
-def _import_official(peer: str):
-  """main_swav and src.resnet50 of the checkout, with apex and pandas (only
-  imported by them) stubbed."""
-  for name in ("apex", "apex.parallel", "apex.parallel.LARC"):
+def _import_official(peer: str, apex: str | None = None):
+  """main_swav and src.resnet50 of the checkout, with pandas (only
+  imported) stubbed, and apex's LARC module loaded from the ``apex``
+  checkout (stubbed without one: then only imported)."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  for name in ("apex", "apex.parallel"):
     sys.modules.setdefault(name, types.ModuleType(name))
-  sys.modules["apex.parallel.LARC"].LARC = None
+  stub = types.ModuleType("apex.parallel.LARC")
+  stub.LARC = None
+  sys.modules.setdefault("apex.parallel.LARC", stub)
+  larc = None
+  if apex:
+    path = os.path.join(apex, "apex", "parallel", "LARC.py")
+    spec = importlib.util.spec_from_file_location("apex.parallel.LARC", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    larc = module.LARC
   logger = types.ModuleType("src.logger")
   logger.create_logger = logger.PD_Stats = None
   sys.modules.setdefault("src.logger", logger)
   sys.path.insert(0, peer)
   import main_swav  # pylint: disable=import-outside-toplevel,import-error
   import src.resnet50  # pylint: disable=import-outside-toplevel,import-error
+  # main_swav.py's name for it (a module imported earlier in the process
+  # keeps the stub's None).
+  main_swav.LARC = larc
   return main_swav, src.resnet50
 
 
 def official_swav(peer: str, config, initial, views, lrs, threads=None,
-                  float64: bool = False):
+                  float64: bool = False, apex: str | None = None):
   """The official ``train`` of main_swav.py, epoch after epoch, from
   ssljax's initial weights on the same views with ssljax's learning rates;
   (losses per step, the model's state_dict)."""
@@ -115,7 +145,7 @@ def official_swav(peer: str, config, initial, views, lrs, threads=None,
   from torch import nn  # pylint: disable=import-outside-toplevel
   if threads:
     torch.set_num_threads(threads)
-  main_swav, resnet = _import_official(peer)
+  main_swav, resnet = _import_official(peer, apex)
   torch.Tensor.cuda = lambda self, *a, **k: self
   dist.all_reduce = lambda tensor, *a, **k: None  # one process
 
@@ -178,8 +208,15 @@ def official_swav(peer: str, config, initial, views, lrs, threads=None,
       freeze_prototypes_niters=int(round(
           config.optim.freeze_last_layer_epochs * STEPS_PER_EPOCH)),
       use_fp16=False, rank=1)  # rank 1: no logging
-  optimizer = torch.optim.AdamW(model.parameters(), lrs[0],
-                                weight_decay=config.optim.weight_decay)
+  if config.optim.name == "lars":  # main_swav.py's
+    optimizer = main_swav.LARC(
+        optimizer=torch.optim.SGD(model.parameters(), lr=lrs[0],
+                                  momentum=config.optim.lars.momentum,
+                                  weight_decay=config.optim.weight_decay),
+        trust_coefficient=config.optim.lars.trust_coefficient, clip=False)
+  else:
+    optimizer = torch.optim.AdamW(model.parameters(), lrs[0],
+                                  weight_decay=config.optim.weight_decay)
   losses, meter = [], main_swav.AverageMeter
   try:
     for epoch in range(len(views) // STEPS_PER_EPOCH):
@@ -252,11 +289,16 @@ def ssljax_swav(config, steps: int, seed: int = 0, float64: bool = False):
 
 def compare(args):
   from ssljax import __version__  # pylint: disable=import-outside-toplevel
-  if args.optimizer not in (None, "adamw"):
-    raise SystemExit("--method swav compares with the config's AdamW only "
-                     "(the official LARC has no ssljax counterpart)")
-  config = swav_config(args.local)
-  official_config = swav_config(args.local)
+  optimizer = args.optimizer or "adamw"
+  if optimizer not in ("adamw", "larc"):
+    raise SystemExit("--method swav compares with the config's AdamW or "
+                     "the official LARC (--optimizer larc --apex PATH)")
+  apex = getattr(args, "apex", None)
+  if optimizer == "larc" and not apex:
+    raise SystemExit("--optimizer larc needs --apex PATH (an NVIDIA/apex "
+                     "checkout with apex/parallel/LARC.py)")
+  config = swav_config(args.local, optimizer)
+  official_config = swav_config(args.local, optimizer)
   override(config, args.set)
   if args.float64:
     import jax  # pylint: disable=import-outside-toplevel
@@ -266,10 +308,11 @@ def compare(args):
   initial, views, ours, lrs, final = ssljax_swav(config, args.steps,
                                                  float64=args.float64)
   theirs, official = official_swav(args.peer, official_config, initial,
-                                   views, lrs, float64=args.float64)
+                                   views, lrs, float64=args.float64,
+                                   apex=apex)
   ref_losses, reference = official_swav(args.peer, official_config, initial,
                                         views, lrs, threads=1,
-                                        float64=args.float64)
+                                        float64=args.float64, apex=apex)
   rows = [{"step": k, "ssljax": ours[k], "official": theirs[k],
            "official_1_thread": ref_losses[k],
            "relative": abs(ours[k] - theirs[k]) / abs(theirs[k]),
@@ -299,7 +342,9 @@ def compare(args):
   return {"method": "swav", "peer": os.path.abspath(args.peer),
           "peer_commit": commit(args.peer), "ssljax": __version__,
           "steps": args.steps, "local_crops": args.local,
-          "optimizer": "adamw", "ssljax_overrides": list(args.set or ()),
+          "optimizer": optimizer,
+          "apex_commit": commit(apex) if apex else None,
+          "ssljax_overrides": list(args.set or ()),
           "float64": args.float64, "losses": rows,
           "after_K_steps": tensors, "rounding_after_K_steps": rounding,
           "wall_s": round(time.time() - started, 1)}

@@ -282,9 +282,15 @@ def main(argv=None) -> int:
   parser.add_argument("--encoder", choices=("vit", "cnn"),
                       help="DINO: a small ViT (default) or configs/dino.py's"
                            " own CNN (BatchNorm in the multi-crop forward)")
-  parser.add_argument("--optimizer", choices=("adamw", "lars"),
-                      help="MoCo v3, BYOL: the optimiser of both sides "
-                           "(default: the method's config's)")
+  parser.add_argument("--optimizer", choices=("adamw", "lars", "larc"),
+                      help="MoCo v3, BYOL (adamw | lars), SwAV (adamw | "
+                           "larc: the official SGD in apex's LARC, needs "
+                           "--apex): the optimiser of both sides (default: "
+                           "the method's config's)")
+  parser.add_argument("--apex", default=None,
+                      help="SwAV with --optimizer larc: an NVIDIA/apex "
+                           "checkout holding apex/parallel/LARC.py (removed"
+                           " from apex in commit cb65b8e; take its parent)")
   parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="change an option on ssljax's side only (e.g. "
                            "optim.clip_mode=global): what that difference "
@@ -303,6 +309,8 @@ def main(argv=None) -> int:
     parser.error(f"--steps must be a multiple of {STEPS_PER_EPOCH}")
   if not os.path.isdir(args.peer):
     parser.error(f"--peer {args.peer!r} is not a folder")
+  if args.optimizer == "larc" and (args.method != "swav" or not args.apex):
+    parser.error("--optimizer larc is SwAV's and needs --apex PATH")
   print(f"peer {args.peer} @ {commit(args.peer)}")
   result = compare(args)
   os.makedirs(args.out, exist_ok=True)

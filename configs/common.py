@@ -149,6 +149,12 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # PyTorch LARS of MoCo v3, VICReg and solo-learn, a momentum of
   # trust-scaled gradients times the current lr (they differ when lr moves).
   c.optim.lars.momentum_buffer = "updates"
+  # "update": η‖w‖ / ‖g + λw‖ (optax, VICReg, BYOL); "larc": η‖w‖ /
+  # (‖g‖ + λ‖w‖ + 1e-8), the SGD inside apex's LARC (SwAV) and solo-learn's
+  # LARS, with the "gradients" buffer; clip ("larc" only): the ratio capped
+  # at the learning rate (LARC's clip, solo-learn's clip_lr).
+  c.optim.lars.trust_ratio = "update"
+  c.optim.lars.clip = False
 
   c.batch_size = 256  # global batch of samples (each with V views)
   # Pretraining epochs over the train split: 4 fit in 15 min on 2 CPU cores

@@ -64,6 +64,13 @@ CONDITIONAL: dict[str, tuple] = {
         lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
     "optim.lars.momentum_buffer": ("updates", _needs(
         lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
+    "optim.lars.trust_ratio": ("update", _needs(
+        lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
+    "optim.lars.clip": (False, _needs(
+        lambda c: c.optim.name == "lars"
+        and c.optim.lars.get("trust_ratio", "update") == "larc",
+        "optim.name={c.optim.name!r}, optim.lars.trust_ratio="
+        "{c.optim.lars.trust_ratio!r}")),
     "dataset.download": (False, _needs(
         lambda c: c.dataset.name != "image_folder",
         "an image folder is never downloaded")),

@@ -112,6 +112,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "optim.lars.momentum": _real(0.0, 1.0, hi_open=True),
     "optim.lars.trust_coefficient": _real(0.0, lo_open=True),
     "optim.lars.momentum_buffer": _one_of("updates", "gradients"),
+    "optim.lars.trust_ratio": _one_of("update", "larc"),
+    "optim.lars.clip": _bool,
     "optim.clip_grad_norm": _real(0.0),
     "optim.clip_mode": _one_of("global", "per_tensor", "per_module"),
     "optim.weight_decay_schedule": _one_of("constant", "cosine"),

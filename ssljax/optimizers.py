@@ -16,8 +16,8 @@ SwAV), ``freeze_last_layer_by`` (DINOv2), ``frozen_adam_count`` (DINO),
 ``b2`` (AdamW's β2; MAE's 0.95), ``weight_decay_mask`` (LeJEPA),
 ``layerwise_decay`` and ``patch_embed_lr_mult`` (DINOv2's per-block
 learning rates of a ViT) and, for LARS only, ``lars.momentum``,
-``lars.trust_coefficient`` and ``lars.momentum_buffer`` ("updates" |
-"gradients").
+``lars.trust_coefficient``, ``lars.momentum_buffer`` ("updates" |
+"gradients"), ``lars.trust_ratio`` ("update" | "larc") and ``lars.clip``.
 
 The options exist because the official codes differ in them, and a
 re-implementation that fixes one choice drifts from the others' steps:
@@ -36,7 +36,10 @@ parameter too. The PyTorch LARS of MoCo v3 (and of VICReg and solo-learn)
 and BYOL's own LARS keep a momentum of trust-scaled gradients and multiply
 it by the current learning rate, where optax's LARS keeps a momentum of
 learning-rate-scaled steps (the two differ whenever the learning rate
-changes: in the warm-up and the decay).
+changes: in the warm-up and the decay). SwAV's official optimiser is SGD
+inside apex's LARC, and solo-learn's LARS is the same rule: the trust
+ratio divides by ‖g‖ + λ‖w‖ instead of ‖g + λw‖, SwAV's reaches every
+parameter, and solo-learn's can be clipped at the learning rate.
 """
 
 from collections.abc import Callable, Mapping
@@ -56,7 +59,8 @@ __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
            "schedule_steps", "CLIP_MODES", "WEIGHT_DECAY_SCHEDULES",
            "WEIGHT_DECAY_MASKS", "FROZEN_ADAM_COUNTS", "FREEZE_MODES",
            "BIAS_CORRECTIONS",
-           "LARS_MOMENTUM_BUFFERS", "scale_by_adam_accurate"]
+           "LARS_MOMENTUM_BUFFERS", "LARS_TRUST_RATIOS", "LARC_EPS",
+           "scale_by_adam_accurate", "scale_by_larc"]
 
 OPTIMIZERS = ("adamw", "lars")
 CLIP_MODES = ("global", "per_tensor", "per_module")
@@ -66,6 +70,9 @@ FROZEN_ADAM_COUNTS = ("advance", "hold")
 FREEZE_MODES = ("gradient", "learning_rate")
 BIAS_CORRECTIONS = ("optax", "accurate")
 LARS_MOMENTUM_BUFFERS = ("updates", "gradients")
+LARS_TRUST_RATIOS = ("update", "larc")
+# ε of LARC's denominator (apex's LARC and solo-learn's LARS default).
+LARC_EPS = 1e-8
 # Adam's constants (optax.adamw's and torch.optim.AdamW's defaults).
 _B1, _B2, _EPS = 0.9, 0.999, 1e-8
 
@@ -312,6 +319,81 @@ def clip_by_module_norm(max_norm: float, eps: float = 1e-6
   return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
 
 
+def scale_by_larc(weight_decay: float, trust_coefficient: float, *,
+                  clip: bool = False, learning_rate_fn=None,
+                  eps: float = LARC_EPS) -> optax.GradientTransformation:
+  """LARC's layer-wise trust ratio with its weight decay, per tensor.
+
+  Each gradient g of a parameter w becomes ``r · (g + λ w)`` with
+
+      r = η ‖w‖ / (‖g‖ + λ ‖w‖ + ε)
+
+  where both norms are non-zero, and stays g otherwise (no decay either).
+  With ``clip`` the ratio is r / lr_k capped at 1, lr_k being the learning
+  rate of this update, so that the step's rate is min(r, lr_k). A momentum
+  of these updates times the learning rate (``optax.trace`` then
+  ``optax.scale_by_learning_rate``) is the SGD that apex's ``LARC`` wraps
+  in SwAV (``LARC(SGD(momentum=0.9), trust_coefficient=0.001,
+  clip=False)`` on every parameter) and the LARS of solo-learn (``eta``,
+  ``clip_lr``; ``exclude_bias_n_norm`` leaves 1-D tensors untouched: mask
+  this transform to the kernels). The denominator differs from LARS's
+  (You et al. 2017, arXiv 1708.03888, eq. 6 with the decay in the update:
+  η ‖w‖ / ‖g + λ w‖, ``optax.scale_by_trust_ratio`` after
+  ``optax.add_decayed_weights``, VICReg's and BYOL's LARS).
+
+  A gradient zeroed upstream (a frozen parameter, `freeze_while`) passes as
+  zero, so a momentum after it stays zero: PyTorch's optimiser skipping a
+  parameter whose gradient is None (SwAV's frozen prototypes).
+
+  Args:
+    weight_decay: λ (float >= 0), added inside the ratio's branch.
+    trust_coefficient: η (float > 0).
+    clip: LARC's clipping mode (``clip=True``, solo-learn's ``clip_lr``).
+    learning_rate_fn: step -> learning rate (or a constant); needed with
+      ``clip``, called at this transform's own update count (0 at the
+      first update).
+    eps: ε of the denominator (LARC's and solo-learn's 1e-8).
+
+  Returns:
+    an optax GradientTransformation whose state holds the update count;
+    updates have the gradients' shapes and dtypes.
+
+  Raises:
+    ValueError: ``clip`` without ``learning_rate_fn``.
+  """
+  if clip and learning_rate_fn is None:
+    raise ValueError("scale_by_larc(clip=True) needs learning_rate_fn: the "
+                     "clipped ratio is min(r / lr, 1)")
+  if clip and not callable(learning_rate_fn):
+    constant = learning_rate_fn
+    learning_rate_fn = lambda count: constant
+
+  def init(params):
+    del params
+    return optax.ScaleByScheduleState(count=jnp.zeros([], jnp.int32))
+
+  def update(updates, state, params=None):
+    if params is None:
+      raise ValueError("scale_by_larc needs the parameters: its ratio is "
+                       "η ‖w‖ / (‖g‖ + λ ‖w‖ + ε)")
+    lr = learning_rate_fn(state.count) if clip else None
+
+    def one(g, w):
+      w_norm, g_norm = jnp.linalg.norm(w), jnp.linalg.norm(g)
+      ratio = trust_coefficient * w_norm / (g_norm + weight_decay * w_norm
+                                            + eps)
+      if clip:
+        ratio = jnp.minimum(ratio / lr, 1.0)
+      scaled = (ratio * (g + weight_decay * w)).astype(g.dtype)
+      return jnp.where((w_norm != 0) & (g_norm != 0), scaled, g)
+
+    return (jax.tree.map(one, updates, params),
+            optax.ScaleByScheduleState(
+                count=optax.safe_increment(state.count)))
+
+  return optax.GradientTransformation(init, update)
+
+
 def hold_while(num_steps: int, inner: optax.GradientTransformation
                ) -> optax.GradientTransformation:
   """``inner`` that neither moves nor changes its state during the first
@@ -554,6 +636,14 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   decays, by name, as DINOv2's parameter groups: 1-D tensors such as the
   DINO head's trainable ``last_layer_g`` decay too.
 
+  * ``lars.trust_ratio`` (LARS only): "update" (the default when the
+    field is absent: η ‖w‖ / ‖g + λw‖, optax's, VICReg's and BYOL's LARS)
+    or "larc" (`scale_by_larc`: η ‖w‖ / (‖g‖ + λ‖w‖ + ε), apex's LARC of
+    SwAV and solo-learn's LARS; needs ``lars.momentum_buffer``
+    "gradients", and with ``weight_decay_mask`` "all" reaches every
+    parameter, as SwAV's LARC); ``lars.clip`` (default False; "larc"
+    only): LARC's clipping, the ratio capped at the learning rate
+    (solo-learn's ``clip_lr``).
   * ``lars.momentum_buffer`` (LARS only): "updates" (the default when the
     field is absent; ``optax.lars``: μ ← m μ + lr_k · u_k, step −μ) or
     "gradients" (the PyTorch LARS of MoCo v3, VICReg and solo-learn and
@@ -610,7 +700,8 @@ def create_optimizer(optim: ml_collections.ConfigDict,
       ``b2`` (float in [0, 1)), ``adam_bias_correction``,
       ``weight_decay_mask``; for "lars" also ``lars.momentum`` (heavy-ball
       momentum in [0, 1)), ``lars.trust_coefficient`` (η of the
-      layer-wise trust ratio, > 0) and optionally ``lars.momentum_buffer``.
+      layer-wise trust ratio, > 0) and optionally ``lars.momentum_buffer``,
+      ``lars.trust_ratio`` and ``lars.clip``.
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
       a constant lr.
     steps_per_epoch: converts ``freeze_last_layer_epochs`` to steps.
@@ -625,13 +716,14 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   Raises:
     ValueError: an unknown ``optim.name``, ``clip_mode``,
       ``weight_decay_schedule``, ``frozen_adam_count`` or
-      ``weight_decay_mask``, ``adam_bias_correction`` or
-      ``lars.momentum_buffer``; ``b2`` outside
+      ``weight_decay_mask``, ``adam_bias_correction``,
+      ``lars.momentum_buffer`` or ``lars.trust_ratio``; "larc" without the
+      "gradients" buffer, ``lars.clip`` without "larc"; ``b2`` outside
       [0, 1); ``layerwise_decay`` outside (0, 1] or
       ``patch_embed_lr_mult`` <= 0 (and, at the first update, either set on
       parameters without ViT blocks); a cosine weight-decay schedule, a
-      held Adam count, the "all"
-      mask or accurate bias corrections with LARS; a cosine weight-decay
+      held Adam count, the "no_bias_norm" mask, the "all" mask (but with
+      "larc") or accurate bias corrections with LARS; a cosine weight-decay
       schedule without ``total_steps``.
   """
   clip_mode = optim.get("clip_mode", "global")
@@ -645,9 +737,13 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   bias = optim.get("adam_bias_correction", "optax")
   lars = optim.get("lars", None)
   buffer = lars.get("momentum_buffer", "updates") if lars else "updates"
+  trust = lars.get("trust_ratio", "update") if lars else "update"
+  larc_clip = bool(lars.get("clip", False)) if lars else False
   for value, allowed, name in ((optim.name, OPTIMIZERS, "optimiser"),
                                (buffer, LARS_MOMENTUM_BUFFERS,
                                 "lars.momentum_buffer"),
+                               (trust, LARS_TRUST_RATIOS,
+                                "lars.trust_ratio"),
                                (mask_mode, WEIGHT_DECAY_MASKS,
                                 "weight_decay_mask"),
                                (clip_mode, CLIP_MODES, "clip_mode"),
@@ -669,16 +765,39 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                      " step count moving (a zero learning rate, DINOv2's):"
                      " it needs optim.frozen_adam_count='advance', not"
                      " 'hold'")
-  if optim.name == "lars" and (wd_schedule != "constant" or hold
-                               or mask_mode != "kernels" or bias != "optax"):
+  larc = optim.name == "lars" and trust == "larc"
+  if optim.name == "lars" and (
+      wd_schedule != "constant" or hold or bias != "optax"
+      or mask_mode == "no_bias_norm" or (mask_mode == "all" and not larc)):
     raise ValueError("optim.weight_decay_schedule='cosine', "
                      "optim.frozen_adam_count='hold', "
-                     "optim.weight_decay_mask='all' or 'no_bias_norm' and "
+                     "optim.weight_decay_mask='no_bias_norm' and "
                      "optim.adam_bias_correction='accurate' need "
-                     "optim.name='adamw'")
+                     "optim.name='adamw'; optim.weight_decay_mask='all' "
+                     "needs adamw or LARS with optim.lars.trust_ratio="
+                     "'larc'")
+  if optim.name == "lars" and (larc or larc_clip) and (
+      buffer != "gradients" or not larc):
+    raise ValueError("optim.lars.trust_ratio='larc' (and its optim.lars.clip)"
+                     " is the SGD that LARC wraps: it needs "
+                     "optim.lars.momentum_buffer='gradients', and "
+                     "optim.lars.clip needs trust_ratio 'larc'; got "
+                     f"trust_ratio {trust!r}, clip {larc_clip}, "
+                     f"momentum_buffer {buffer!r}")
   decay_mask = {"kernels": _decay_mask, "all": _all_mask,
                 "no_bias_norm": _no_bias_norm_mask}[mask_mode]
-  if optim.name == "lars" and buffer == "updates":
+  if larc:
+    # LARC around SGD: the ratio and the decay (on the mask's tensors; the
+    # others keep their gradient), a momentum of those, times the lr.
+    tx = optax.chain(
+        optax.masked(scale_by_larc(optim.weight_decay,
+                                   optim.lars.trust_coefficient,
+                                   clip=larc_clip,
+                                   learning_rate_fn=learning_rate_fn),
+                     decay_mask),
+        optax.trace(decay=optim.lars.momentum),
+        optax.scale_by_learning_rate(learning_rate_fn))
+  elif optim.name == "lars" and buffer == "updates":
     tx = optax.lars(learning_rate_fn, weight_decay=optim.weight_decay,
                     weight_decay_mask=_decay_mask, trust_ratio_mask=_decay_mask,
                     trust_coefficient=optim.lars.trust_coefficient,

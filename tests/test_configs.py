@@ -80,7 +80,7 @@ def test_every_config_and_variant_loads_with_current_names(name, arg):
   assert (probe.learning_rate, probe.weight_decay) == (1e-2, 0.0)
   assert (probe.views, probe.ema_decay) == ("clean", 0.9)
   assert set(c.optim.lars) == {"momentum", "trust_coefficient",
-                               "momentum_buffer"}
+                               "momentum_buffer", "trust_ratio", "clip"}
 
 
 @pytest.mark.parametrize("arg", ["default", "smoke", "active", "passive", None])
@@ -293,7 +293,8 @@ _OTHER = {
     "views.blur_sigma": (0.5, 1.0), "views.blur_kernel_fraction": 0.3,
     "views.solarize_threshold": 0.7, "views.erase_scale": (0.1, 0.3),
     "optim.lars.momentum": 0.5, "optim.lars.trust_coefficient": 0.01,
-    "optim.lars.momentum_buffer": "gradients",
+    "optim.lars.momentum_buffer": "gradients", "optim.lars.trust_ratio": "larc",
+    "optim.lars.clip": True,
     "optim.clip_mode": "per_tensor", "optim.final_weight_decay": 0.3,
     "dataset.download": True, "dataset.channels": 1, "dataset.generate": True,
     "distributed.coordinator_address": "host:1234",

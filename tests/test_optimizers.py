@@ -13,6 +13,8 @@ of what the official code does.
 - the PyTorch LARS of MoCo v3 (moco/optimizer.py) and BYOL's
   (byol/utils/optimizers.py): a momentum of trust-scaled gradients, times
   the current learning rate (``lars.momentum_buffer = "gradients"``);
+- apex's LARC around SGD (SwAV's optimiser) and solo-learn's LARS, with and
+  without clipping (``lars.trust_ratio = "larc"``, ``lars.clip``);
 - the learning rate in float64 under x64 (main_moco.py's
   ``adjust_learning_rate`` in Python floats).
 """
@@ -420,6 +422,103 @@ def test_lars_gradient_buffer_is_mocos_and_byols(x64):
       _optim(name="lars", weight_decay=wd), schedule)
   other = _flat(_run(tx, params, grads))
   assert max(np.abs(other[k] - want[k]).max() for k in got) > 1e-4
+
+
+def _larc_sgd(params, grads_per_step, lrs, wd, *, eta, clip, kernels_only,
+              frozen_steps=0, momentum=0.9):
+  """apex's LARC.step around torch.optim.SGD (SwAV's main_swav.py), which
+  is also solo-learn's LARS.step (solo/utils/lars.py; ``kernels_only``:
+  its exclude_bias_n_norm, ``clip``: its clip_lr): where ‖w‖ and ‖g‖ are
+  non-zero, r = eta·‖w‖ / (‖g‖ + wd·‖w‖ + 1e-8), min(r / lr, 1) when
+  clipped, dp = r·(g + wd·w); mu = momentum·mu + dp (the buffer is made at
+  a parameter's first gradient), p -= lr·mu. A parameter whose name has
+  "last_layer" has no gradient (None: skipped) during the first
+  ``frozen_steps`` steps, as SwAV's prototypes."""
+  params = {k: v.copy() for k, v in params.items()}
+  mu = {}
+  for step, (grads, lr) in enumerate(zip(grads_per_step, lrs)):
+    for k, p in params.items():
+      if "last_layer" in k and step < frozen_steps:
+        continue
+      dp = grads[k]
+      pn, gn = np.linalg.norm(p), np.linalg.norm(dp)
+      if (p.ndim > 1 or not kernels_only) and pn != 0 and gn != 0:
+        ratio = eta * pn / (gn + pn * wd + 1e-8)
+        if clip:
+          ratio = min(ratio / lr, 1) if lr else 1.0
+        dp = (dp + wd * p) * ratio
+      mu[k] = momentum * mu[k] + dp if k in mu else dp.copy()
+      params[k] = p - lr * mu[k]
+  return params
+
+
+@pytest.mark.parametrize("mask,clip,frozen", [
+    ("all", False, 0),       # SwAV: LARC(SGD, 0.001, clip=False), all params
+    ("all", False, 2),       # ... with its prototypes frozen for 2 steps
+    ("kernels", True, 0),    # solo-learn: clip_lr, exclude_bias_n_norm
+    ("kernels", False, 0)])
+def test_larc_is_apexs_and_solo_learns(x64, mask, clip, frozen):
+  rng = np.random.default_rng(5)
+  params = jax.tree.map(jnp.asarray, _params(rng))
+  grads = [jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape)),
+                        params) for _ in range(6)]
+  lrs = [0.0, 0.1, 0.2, 0.3, 0.2, 0.1]
+  schedule = lambda count: jnp.asarray(lrs)[count]
+  wd, eta = 0.05, 0.02
+  optim = _optim(name="lars", weight_decay=wd, weight_decay_mask=mask,
+                 freeze_last_layer_epochs=float(frozen),
+                 lars=dict(momentum=0.9, trust_coefficient=eta,
+                           momentum_buffer="gradients", trust_ratio="larc",
+                           clip=clip))
+  tx = optimizers.create_optimizer(optim, schedule, steps_per_epoch=1)
+  got = _flat(_run(tx, params, grads))
+  want = _larc_sgd(_flat(params), [_flat(g) for g in grads], lrs, wd,
+                   eta=eta, clip=clip, kernels_only=mask == "kernels",
+                   frozen_steps=frozen)
+  for k in got:
+    np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-14)
+  if frozen:
+    key = next(k for k in got if "last_layer" in k)
+    moved = _larc_sgd(_flat(params), [_flat(g) for g in grads], lrs, wd,
+                      eta=eta, clip=clip, kernels_only=False)
+    assert np.abs(moved[key] - want[key]).max() > 1e-4
+  # LARS's ratio over ‖g + λw‖ is another optimiser on the same gradients.
+  optim.lars.trust_ratio, optim.lars.clip = "update", False
+  optim.weight_decay_mask = "kernels"
+  other = _flat(_run(optimizers.create_optimizer(optim, schedule,
+                                                 steps_per_epoch=1),
+                     params, grads))
+  assert max(np.abs(other[k] - want[k]).max() for k in got) > 1e-4
+
+
+def test_larc_clip_caps_the_rate_at_the_learning_rate(x64):
+  # A tiny gradient on a large weight: the unclipped ratio is above 1, so
+  # clipping makes the step plain SGD with decay (ratio 1).
+  w = {"kernel": jnp.full((3, 3), 10.0)}
+  g = {"kernel": jnp.full((3, 3), 1e-3)}
+  tx = optimizers.scale_by_larc(0.0, 0.02, clip=True, learning_rate_fn=0.1)
+  out, _ = tx.update(g, tx.init(w), w)
+  np.testing.assert_allclose(np.asarray(out["kernel"]), 1e-3, rtol=1e-12)
+  free = optimizers.scale_by_larc(0.0, 0.02)
+  out, _ = free.update(g, free.init(w), w)
+  np.testing.assert_allclose(np.asarray(out["kernel"]),
+                             0.02 * 30.0 / (3e-3 + 1e-8) * 1e-3, rtol=1e-12)
+
+
+@pytest.mark.parametrize("lars,mask,match", [
+    (dict(trust_ratio="larc"), "kernels", "momentum_buffer='gradients'"),
+    (dict(clip=True, momentum_buffer="gradients"), "kernels",
+     "clip needs trust_ratio 'larc'"),
+    (dict(trust_ratio="larcs", momentum_buffer="gradients"), "kernels",
+     "unknown lars.trust_ratio"),
+    (dict(momentum_buffer="gradients"), "all", "trust_ratio='larc'"),
+    (dict(trust_ratio="larc", momentum_buffer="gradients"), "no_bias_norm",
+     "no_bias_norm")])
+def test_bad_larc_settings(lars, mask, match):
+  optim = _optim(name="lars", weight_decay_mask=mask,
+                 lars=dict(momentum=0.9, trust_coefficient=1e-3, **lars))
+  with pytest.raises(ValueError, match=match):
+    optimizers.create_optimizer(optim, 0.1)
 
 
 def test_unknown_lars_momentum_buffer():

@@ -1,6 +1,7 @@
 """benchmarks/step_parity.py: ssljax's whole SwAV step against the official
 ``train`` of facebookresearch/swav (main_swav.py), both with the config's
-AdamW.
+AdamW or both with the official optimiser (SGD in apex's LARC, loaded from
+the checkout ``SSLJAX_APEX_PEER`` names: one holding apex/parallel/LARC.py).
 
 Runs where torch is importable and the official checkout is given by
 ``SSLJAX_SWAV_PEER`` (a path; the repository holds none of its code):
@@ -10,6 +11,8 @@ normalisation, the multi-crop forward (``swav.batch_norm_views =
 "multi_crop"``), Sinkhorn-Knopp codes, the swapped loss and the prototypes'
 freeze.
 """
+
+import os
 
 import pytest
 
@@ -61,4 +64,37 @@ def test_optax_adam_count_is_seen(step_parity):
   # one count) in place of PyTorch's per-parameter count moves the
   # prototypes once they thaw.
   result = _compare(step_parity, set=["optim.frozen_adam_count=advance"])
+  assert result["after_K_steps"]["parameters"]["worst_over_update"] > 1e-3
+
+
+APEX_VARIABLE = "SSLJAX_APEX_PEER"
+needs_apex = pytest.mark.skipif(
+    not os.path.isfile(os.path.join(util.peer(APEX_VARIABLE), "apex",
+                                    "parallel", "LARC.py")),
+    reason=f"set {APEX_VARIABLE} to an NVIDIA/apex checkout with "
+           "apex/parallel/LARC.py")
+
+
+@needs_apex
+@pytest.mark.parametrize("local", [0, 2])
+def test_swav_step_with_the_official_larc_in_float64(step_parity, local):
+  # SGD (momentum 0.9, weight decay on every parameter) in LARC (η 0.001,
+  # no clipping), the frozen prototypes skipped: ssljax's LARS with
+  # lars.trust_ratio="larc" on every parameter.
+  result = _compare(step_parity, local=local, optimizer="larc",
+                    apex=util.peer(APEX_VARIABLE))
+  assert result["optimizer"] == "larc"
+  assert max(r["relative"] for r in result["losses"]) < 1e-12
+  after = result["after_K_steps"]
+  assert after["parameters"]["worst_over_update"] < 1e-9
+  assert after["bn_means"]["worst_over_update"] < 1e-9
+
+
+@needs_apex
+def test_larc_on_kernels_only_is_seen(step_parity):
+  # LARC reaches every parameter in SwAV: leaving biases and BatchNorm out
+  # (solo-learn's exclude_bias_n_norm) moves them by unscaled gradients.
+  result = _compare(step_parity, optimizer="larc",
+                    apex=util.peer(APEX_VARIABLE),
+                    set=["optim.weight_decay_mask=kernels"])
   assert result["after_K_steps"]["parameters"]["worst_over_update"] > 1e-3

@@ -91,11 +91,13 @@ def _unit_columns(kernel):
       jnp.sqrt(jnp.sum(kernel * kernel, axis=0, keepdims=True)), 1e-12)
 
 
-# Read where present; absent, "per_view" (the solo-learn recipes' forward)
-# and "advance" (optax's one Adam count).
+# Read where present; absent, "per_view" (the solo-learn recipes' forward),
+# "advance" (optax's one Adam count) and "kernels" (decay on kernels only;
+# "all": every parameter, as the official SGD and LARC, or AdamW, decay).
 OPTIONAL_FIELDS = {
     "swav.batch_norm_views": rules.one_of(*single_network.BATCH_NORM_VIEWS),
-    "optim.frozen_adam_count": rules.one_of("advance", "hold")}
+    "optim.frozen_adam_count": rules.one_of("advance", "hold"),
+    "optim.weight_decay_mask": rules.one_of("kernels", "all")}
 
 
 class Method(single_network.SingleNetworkMethod):
