@@ -10,6 +10,8 @@ augmentations/symmetric.yaml, and the defaults of solo/methods/swav.py
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_lars
+
 
 def set_swav(c):
   """Loss, heads, views and LARS of solo-learn's SwAV on ``c`` (in place);
@@ -28,10 +30,10 @@ def set_swav(c):
   c.model.num_prototypes = 3000  # method_kwargs.num_prototypes
   c.optim.normalize_last_layer = True  # prototypes renormalised every step
   c.optim.freeze_last_layer_epochs = 2.0  # freeze_prototypes_epochs
-  c.optim.name = "lars"  # optimizer.name
+  # optimizer: lars, eta 0.02, clip_lr, exclude_bias_n_norm
+  _solo_learn_lars.set_lars(c.optim)
   c.optim.learning_rate = 0.6  # optimizer.lr (per 256; effective at 256)
   c.optim.weight_decay = 1e-6  # optimizer.weight_decay
-  c.optim.lars.trust_coefficient = 0.02  # optimizer.kwargs.eta (no clip_lr)
   # augmentations/symmetric.yaml: 2 crops, min scale 0.08, jitter 0.8
   # (0.8, 0.8, 0.8, 0.2), grey 0.2, blur 0.5, no solarisation, flip 0.5.
   v = c.views

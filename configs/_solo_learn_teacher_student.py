@@ -23,6 +23,8 @@ BatchNorm1d. BYOL's and DINO's heads are the same layer forms as ours.
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_lars
+
 METHODS = ("byol", "simsiam", "mocov3", "dino", "nnclr")
 # Methods with a loss form over V > 2 views (their "graph" or "multi_view" forms):
 # "graph" for BYOL and SimSiam, DINO's own "multi_view" pairing.
@@ -45,11 +47,9 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
   c.loss = config_dict.ConfigDict()
   c.loss.form = "two_view"  # solo-learn's symmetrised two-crop losses
   o = c.optim
-  o.name = "lars"  # optimizer.name: lars (SimSiam: sgd, see below)
-  # optimizer.kwargs.eta 0.02 (clip_lr not mapped); kwargs.momentum default
-  # 0.9 (solo/args/pretrain.py).
-  o.lars.trust_coefficient = 0.02
-  o.lars.momentum = 0.9
+  # optimizer.name: lars (SimSiam: sgd, see below), eta 0.02, clip_lr,
+  # exclude_bias_n_norm, momentum 0.9 (configs/_solo_learn_lars.py).
+  _solo_learn_lars.set_lars(o)
   if method in ("byol", "mocov3", "dino"):
     c.teacher = config_dict.ConfigDict()  # the momentum teacher, set below
     c.teacher.schedule = "cosine"  # solo-learn's cosine momentum updater
@@ -71,8 +71,9 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
     c.model.predictor = (512, 2048)
     # The yaml's method_kwargs.temperature 0.2 is not read by SimSiam.
     # optimizer.name: sgd, momentum 0.9 (solo/args/pretrain.py default for
-    # sgd). ssljax has adamw and lars only: LARS is the closest (the same
-    # momentum SGD, plus a layer-wise trust ratio with eta 0.02, the eta of
+    # sgd). ssljax has adamw and lars only: solo-learn's clipped LARS is the
+    # closest (the same momentum SGD, each tensor's rate capped at the
+    # learning rate by a layer-wise trust ratio with eta 0.02, the eta of
     # solo-learn's LARS recipes, which plain SGD does not have).
     o.learning_rate = 0.5  # optimizer.lr 0.5
     o.weight_decay = 1e-5  # optimizer.weight_decay 1e-5

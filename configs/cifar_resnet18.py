@@ -33,11 +33,10 @@ Where this library differs from solo-learn (said again next to the field):
   batch size"); its CIFAR yamls use 1 device and batch 256, so the yaml lr is
   both the per-256 value and the effective one. Ours is per 256 samples too
   (ssljax/train.py create_learning_rate_fn: peak = lr × batch / 256).
-* LARS: solo-learn's LARS (solo/utils/lars.py) uses eta 0.02 with
-  ``clip_lr: True`` (LARC-style clipping of the trust ratio at 1) and
-  ``exclude_bias_n_norm: True``; ours is optax.lars with trust_coefficient =
-  eta, no clipping, and weight decay and trust ratios on kernels only (biases
-  and BatchNorm excluded: the same exclusion).
+* LARS: solo-learn's LARS (solo/utils/lars.py: eta 0.02, ``clip_lr: True``,
+  ``exclude_bias_n_norm: True``) is the same step here
+  (configs/_solo_learn_lars.py: ``lars.trust_ratio = "larc"``,
+  ``lars.clip``, the kernels-only mask, SGD's momentum buffer).
 * schedule: solo-learn's warmup_cosine (solo/methods/base.py defaults) starts
   the warm-up at 3e-5 and ends at min_lr 0; ours starts at 0, ends at
   end_lr_factor × peak (0 here).
@@ -52,6 +51,7 @@ Where this library differs from solo-learn (said again next to the field):
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_lars
 from configs import _solo_learn_swav as swav
 from configs import _solo_learn_teacher_student as teacher_student
 from configs import common
@@ -256,7 +256,6 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     c.epochs = 300  # eb_jepa optim.epochs: 300
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default 10 (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0 (base.py)
-  c.optim.lars.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
   if method in teacher_student.METHODS + ("swav",):
     pass  # optimiser set by set_method / set_swav: {method}.yaml optimizer.*
   elif method == "wmse":
@@ -269,12 +268,11 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
     # eb_jepa (LeJEPA): LARS lr 0.3, weight decay 1e-4, eta 0.02, clip_lr,
     # bias/norm excluded, momentum 0.9, 10 warm-up epochs, min_lr 0 (its
     # cfgs/default.yaml and main.py): solo-learn's VICReg values.
-    c.optim.name = "lars"  # optimizer.name: lars
+    _solo_learn_lars.set_lars(c.optim)  # lars, eta 0.02, clip_lr, ...
     # optimizer.lr: 0.3 (VICReg, Barlow Twins), 0.4 (SimCLR); per 256 samples
     # in both libraries, so the effective lr at batch 256 is the same.
     c.optim.learning_rate = 0.4 if method == "simclr" else 0.3
     c.optim.weight_decay = 1e-4  # optimizer.weight_decay 1e-4
-    c.optim.lars.trust_coefficient = 0.02  # optimizer.kwargs.eta (no clip_lr)
 
   c.checkpoint_every_steps = 1000
   c.log_every_steps = 50

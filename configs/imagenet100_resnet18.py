@@ -36,13 +36,14 @@ solo-learn's ImageNet-100 VICReg recipe uses its symmetric vicreg.yaml views
 (blur 0.5 and solarization 0.1 on both crops, min scale 0.2), not the
 asymmetric BYOL-style views; those are Barlow Twins' recipe and the
 "asymmetric" variant word here. The library differences (lr scaling,
-LARS clip_lr, schedule ends, BatchNorm in the projector, precision,
+schedule ends, BatchNorm in the projector, precision,
 Barlow's scale_loss) are those listed in configs/cifar_resnet18.py.
 """
 
 
 from ml_collections import config_dict
 
+from configs import _solo_learn_lars
 from configs import _solo_learn_swav as swav
 from configs import _solo_learn_teacher_student as teacher_student
 from configs import common
@@ -152,11 +153,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # lr 0.3 scaled by 256/256 (solo/args/pretrain.py): effective 0.3, which is
   # our per-256 value 0.3 at batch 256.
   c.batch_size = 256
-  c.optim.name = "lars"
+  _solo_learn_lars.set_lars(c.optim)  # lars, eta 0.02, clip_lr, ...
   c.optim.learning_rate = 0.3
   c.optim.weight_decay = 1e-4  # optimizer.weight_decay
-  c.optim.lars.trust_coefficient = 0.02  # optimizer.kwargs.eta (no clip_lr)
-  c.optim.lars.momentum = 0.9  # LARS momentum default (solo/args/pretrain.py)
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default (base.py)
   c.optim.end_lr_factor = 0.0  # scheduler min_lr default 0.0
   c.epochs = 400  # max_epochs: 400 (all seven yamls)

@@ -18,8 +18,9 @@ Sources: the paper (arXiv 2105.04906, Sec. 4.1 and App. C) and its official
 code github.com/facebookresearch/vicreg (stored snapshot; main_vicreg.py,
 augmentations.py, README.md's 1000-epoch command ``--epochs 1000
 --batch-size 2048 --base-lr 0.2``). Library differences: the official LARS
-is ours (optax.lars: no weight decay and no trust ratio on biases and
-BatchNorm, i.e. its ``exclude_bias_and_norm`` filters; eta 0.001); the
+is ours (the trust ratio η‖w‖ / ‖g + λw‖, no weight decay and no trust
+ratio on biases and BatchNorm, i.e. its ``exclude_bias_and_norm`` filters;
+eta 0.001; its momentum buffer of trust-scaled gradients); the
 probe is ssljax's offline L-BFGS probe, not the paper's linear evaluation
 protocol.
 """
@@ -100,6 +101,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.optim.end_lr_factor = 1e-3  # end_lr = base_lr * 0.001 (main_vicreg.py)
   c.optim.lars.momentum = 0.9  # LARS momentum 0.9 (main_vicreg.py)
   c.optim.lars.trust_coefficient = 1e-3  # LARS eta=0.001 (main_vicreg.py)
+  # main_vicreg.py's LARS.step: mu = momentum·mu + dp, p -= lr·mu (the
+  # momentum of trust-scaled gradients, times the current lr).
+  c.optim.lars.momentum_buffer = "gradients"
 
   c.log_every_steps = 100
   c.checkpoint_every_steps = 2500  # ~4 epochs at 626 steps per epoch
