@@ -23,7 +23,9 @@ trust_coefficient=0.001, clip=False)``, apex's LARC class loaded from the
 ``--apex`` checkout, against ssljax's LARS with ``lars.trust_ratio="larc"``
 on every parameter (learning rate 0.6 per 256 and weight decay 1e-6, the
 official swav_200ep_bs256_pretrain.sh values). Either way ssljax's
-learning rate of each step is the official ``lr_schedule``.
+learning rate of each step is the official ``lr_schedule``. With
+``--queue`` both sides keep a queue of 2 batches from the second epoch
+(main_swav.py's ``main`` makes it and hands it to ``train`` and back).
 
 Replaced for one CPU process: ``dist.all_reduce`` (of one process: the
 tensor itself), ``Tensor.cuda`` (the tensor), the ``DistributedDataParallel``
@@ -59,11 +61,14 @@ import parity_predictor as pp
 HIDDEN, DIM, PROTOTYPES = 128, 64, 100
 
 
-def swav_config(num_local: int, optimizer: str = "adamw"):
+def swav_config(num_local: int, optimizer: str = "adamw",
+                queue: bool = False):
   """configs/swav.py at CPU size, AdamW decaying every parameter (the
   official optimiser's weight decay reaches all of them) or, ``optimizer``
   "larc", the official SGD in LARC (η 0.001, momentum 0.9, no clipping,
-  on every parameter; lr 0.6 per 256, weight decay 1e-6)."""
+  on every parameter; lr 0.6 per 256, weight decay 1e-6). With ``queue``:
+  a queue of 2 batches from epoch 1 (full, so used, from the third step
+  of that epoch)."""
   from configs import swav  # pylint: disable=import-outside-toplevel
   c = swav.get_config()
   c.model.projector = (HIDDEN, DIM)
@@ -73,6 +78,8 @@ def swav_config(num_local: int, optimizer: str = "adamw"):
   c.batch_size = BATCH
   c.optim.warmup_epochs = 1.0
   c.optim.weight_decay_mask = "all"
+  c.loss.queue_length = 2 * BATCH if queue else 0
+  c.loss.epoch_queue_starts = 1.0
   if optimizer == "larc":
     c.optim.name = "lars"
     c.optim.learning_rate = 0.6  # swav_200ep_bs256_pretrain.sh --base_lr
@@ -218,15 +225,23 @@ def official_swav(peer: str, config, initial, views, lrs, threads=None,
     optimizer = torch.optim.AdamW(model.parameters(), lrs[0],
                                   weight_decay=config.optim.weight_decay)
   losses, meter = [], main_swav.AverageMeter
+  queue = None
   try:
     for epoch in range(len(views) // STEPS_PER_EPOCH):
+      # main_swav.py's main: the queue made at the start of the first epoch
+      # >= epoch_queue_starts, handed to train and back.
+      if (loss_config.queue_length > 0 and queue is None
+          and epoch >= loss_config.epoch_queue_starts):
+        queue = torch.zeros(len(loss_config.crops_for_assign),
+                            loss_config.queue_length, m.projector[-1],
+                            dtype=torch.float64 if float64 else torch.float32)
       loader = [[torch.from_numpy(np.ascontiguousarray(
           v.transpose(0, 3, 1, 2))) for v in views[k]]
                 for k in range(epoch * STEPS_PER_EPOCH,
                                (epoch + 1) * STEPS_PER_EPOCH)]
       made = _recording_meters(main_swav)
-      main_swav.train(loader, wrapped, optimizer, epoch, np.asarray(lrs),
-                      None)
+      _, queue = main_swav.train(loader, wrapped, optimizer, epoch,
+                                 np.asarray(lrs), queue)
       losses += made[2].values  # batch_time, data_time, losses
       main_swav.AverageMeter = meter
   finally:
@@ -297,8 +312,9 @@ def compare(args):
   if optimizer == "larc" and not apex:
     raise SystemExit("--optimizer larc needs --apex PATH (an NVIDIA/apex "
                      "checkout with apex/parallel/LARC.py)")
-  config = swav_config(args.local, optimizer)
-  official_config = swav_config(args.local, optimizer)
+  queue = bool(getattr(args, "queue", False))
+  config = swav_config(args.local, optimizer, queue)
+  official_config = swav_config(args.local, optimizer, queue)
   override(config, args.set)
   if args.float64:
     import jax  # pylint: disable=import-outside-toplevel
@@ -342,7 +358,7 @@ def compare(args):
   return {"method": "swav", "peer": os.path.abspath(args.peer),
           "peer_commit": commit(args.peer), "ssljax": __version__,
           "steps": args.steps, "local_crops": args.local,
-          "optimizer": optimizer,
+          "optimizer": optimizer, "queue": queue,
           "apex_commit": commit(apex) if apex else None,
           "ssljax_overrides": list(args.set or ()),
           "float64": args.float64, "losses": rows,

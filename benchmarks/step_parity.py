@@ -287,6 +287,9 @@ def main(argv=None) -> int:
                            "larc: the official SGD in apex's LARC, needs "
                            "--apex): the optimiser of both sides (default: "
                            "the method's config's)")
+  parser.add_argument("--queue", action="store_true",
+                      help="SwAV: a queue of 2 batches from the second "
+                           "epoch on both sides")
   parser.add_argument("--apex", default=None,
                       help="SwAV with --optimizer larc: an NVIDIA/apex "
                            "checkout holding apex/parallel/LARC.py (removed"
@@ -320,6 +323,7 @@ def main(argv=None) -> int:
                       f"{'_local' if args.local else ''}"
                       f"{'_' + args.encoder if args.encoder else ''}"
                       f"{'_' + args.optimizer if args.optimizer else ''}"
+                      f"{'_queue' if getattr(args, 'queue', False) else ''}"
                       f"{'_float64' if args.float64 else ''}{tag}.json")
   with open(path, "w") as f:
     json.dump(result, f, indent=1)

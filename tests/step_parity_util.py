@@ -40,7 +40,7 @@ def args(method: str, variable: str, **kw) -> argparse.Namespace:
   """The command's arguments: float64, no local crops, no overrides, 10
   steps (2 epochs of 5: the first the warm-up), then ``kw``."""
   base = dict(method=method, peer=peer(variable), steps=10, local=0,
-              set=None, float64=True, optimizer=None, apex=None,
+              set=None, float64=True, optimizer=None, apex=None, queue=False,
               encoder=None,
               mask_batches=0,
               out="unused")

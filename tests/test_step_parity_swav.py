@@ -8,8 +8,8 @@ Runs where torch is importable and the official checkout is given by
 skipped elsewhere, CI included. In float64 both sides agree to float64
 rounding over whole steps, with and without local crops: prototype
 normalisation, the multi-crop forward (``swav.batch_norm_views =
-"multi_crop"``), Sinkhorn-Knopp codes, the swapped loss and the prototypes'
-freeze.
+"multi_crop"``), Sinkhorn-Knopp codes, the swapped loss, the prototypes'
+freeze and the queue.
 """
 
 import os
@@ -65,6 +65,20 @@ def test_optax_adam_count_is_seen(step_parity):
   # prototypes once they thaw.
   result = _compare(step_parity, set=["optim.frozen_adam_count=advance"])
   assert result["after_K_steps"]["parameters"]["worst_over_update"] > 1e-3
+
+
+def test_swav_queue_equals_the_official_queue(step_parity):
+  # A queue of 2 batches from epoch 1 (step 5), used once full (step 7):
+  # the queued embeddings' scores against the current prototypes join the
+  # Sinkhorn-Knopp batch on both sides.
+  result = _compare(step_parity, queue=True)
+  assert result["queue"]
+  assert max(r["relative"] for r in result["losses"]) < 1e-12
+  assert result["after_K_steps"]["parameters"]["worst_over_update"] < 1e-9
+  # Without the queue on ssljax's side the codes part from step 7 on.
+  result = _compare(step_parity, queue=True, set=["loss.queue_length=0"])
+  assert max(r["relative"] for r in result["losses"][:7]) < 1e-12
+  assert result["losses"][7]["relative"] > 1e-4
 
 
 APEX_VARIABLE = "SSLJAX_APEX_PEER"

@@ -165,9 +165,11 @@ class Method(single_network.SingleNetworkMethod):
     if length:
       num_assign = len(self.hparams.get("crops_for_assign", (0, 1)))
       state = {**state,
+               # float32 (float64 under jax_enable_x64)
                "queue": jnp.zeros((num_assign, length,
                                    self.config.model.projector[-1]),
-                                  jnp.float32),
+                                  jax.dtypes.canonicalize_dtype(
+                                      jnp.float64)),
                "queue_rows": jnp.zeros((), jnp.int32)}
     return params, state
 
