@@ -23,7 +23,8 @@ def ssljax_run(config, steps: int, seed: int = 0, float64: bool = False):
   Returns:
     (initial (params, method_state), views per step (tuple of float arrays
     (B, 28, 28, 1)), losses, the learning rate and teacher momentum each
-    step used, final (params, method_state)); in float64 throughout with
+    step used (NaN without a teacher), final (params, method_state)); in
+    float64 throughout with
     ``float64`` (parameters, state, views and computation; needs
     ``jax_enable_x64``).
   """
@@ -43,7 +44,7 @@ def ssljax_run(config, steps: int, seed: int = 0, float64: bool = False):
     views.append(v)
     state, metrics = step(state, {"ready_views": v})
     losses.append(float(metrics["loss"]))
-    momenta.append(float(metrics["teacher_momentum"]))
+    momenta.append(float(metrics.get("teacher_momentum", float("nan"))))
   count = lambda k: jnp.asarray(k, jnp.int32)  # the jitted step's count
   schedules = {"lr": [float(lr_fn(count(k))) for k in range(steps)],
                "momentum": momenta}

@@ -9,6 +9,13 @@ PY is an interpreter with torch and ssljax (``make setup-bench``; for
 official checkout is given by path (the repository contains none of its
 code); the command prints its commit.
 
+For ``vicreg`` (Bardes, Ponce & LeCun 2022, arXiv 2105.04906;
+facebookresearch/vicreg): main_vicreg.py's ``VICReg`` loss module,
+``Projector``, ``adjust_learning_rate`` and ``LARS`` (or, ``--optimizer
+adamw``, the main job's AdamW) on the main job's CNN with a 128-64
+projector, batch 16, over ``--steps 60`` or more (the official warm-up
+lasts 10 epochs; benchmarks/parity_vicreg.py).
+
 For ``dinov2`` (Oquab et al. 2023, arXiv 2304.07193; facebookresearch/
 dinov2): the official ``SSLMetaArch`` step on the same views and masks from
 the same weights, ``configs/dinov2.py``'s options on a small ViT
@@ -260,7 +267,7 @@ METHODS = {"dino": "parity_dino", "dinov2": "parity_dinov2",
            "ijepa": "parity_ijepa",
            "lejepa": "parity_lejepa", "mae": "parity_mae",
            "mocov3": "parity_mocov3", "byol": "parity_byol",
-           "swav": "parity_swav"}
+           "swav": "parity_swav", "vicreg": "parity_vicreg"}
 
 
 def compare(args) -> dict:
