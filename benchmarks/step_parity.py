@@ -16,6 +16,12 @@ adamw``, the main job's AdamW) on the main job's CNN with a 128-64
 projector, batch 16, over ``--steps 60`` or more (the official warm-up
 lasts 10 epochs; benchmarks/parity_vicreg.py).
 
+For ``barlow_twins`` (Zbontar et al. 2021, arXiv 2103.03230;
+facebookresearch/barlowtwins): main.py's ``BarlowTwins``,
+``adjust_learning_rate`` and ``LARS`` over its two parameter groups on the
+main job's CNN ending in 2,048 channels with a 128-64 projector, batch 16,
+over ``--steps 60`` or more (benchmarks/parity_barlow_twins.py).
+
 For ``dinov2`` (Oquab et al. 2023, arXiv 2304.07193; facebookresearch/
 dinov2): the official ``SSLMetaArch`` step on the same views and masks from
 the same weights, ``configs/dinov2.py``'s options on a small ViT
@@ -267,7 +273,8 @@ METHODS = {"dino": "parity_dino", "dinov2": "parity_dinov2",
            "ijepa": "parity_ijepa",
            "lejepa": "parity_lejepa", "mae": "parity_mae",
            "mocov3": "parity_mocov3", "byol": "parity_byol",
-           "swav": "parity_swav", "vicreg": "parity_vicreg"}
+           "swav": "parity_swav", "vicreg": "parity_vicreg",
+           "barlow_twins": "parity_barlow_twins"}
 
 
 def compare(args) -> dict:

@@ -141,6 +141,10 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # patch_embed_lr_mult (DINOv2: 0.9 and 0.2); 1 and 1: one lr for all.
   c.optim.layerwise_decay = 1.0
   c.optim.patch_embed_lr_mult = 1.0
+  # The learning rate of one-dimensional parameters (biases, normalisation
+  # scales and offsets) over the others': 1, one rate; Barlow Twins'
+  # official 0.0048 / 0.2 = 0.024.
+  c.optim.bias_norm_lr_factor = 1.0
   # LARS only: read when optim.name == "lars", ignored by adamw.
   c.optim.lars = config_dict.ConfigDict()
   c.optim.lars.momentum = 0.9  # heavy-ball momentum of LARS

@@ -124,6 +124,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "optim.adam_bias_correction": _one_of("optax", "accurate"),
     "optim.layerwise_decay": _real(0.0, 1.0, lo_open=True),
     "optim.patch_embed_lr_mult": _real(0.0, lo_open=True),
+    "optim.bias_norm_lr_factor": _real(0.0, lo_open=True),
     "train.on_nonfinite": _one_of("stop", "skip"),
     "train.max_skipped": _int(1),
     "train.preemption_signals": _signals,

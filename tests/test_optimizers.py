@@ -521,6 +521,61 @@ def test_bad_larc_settings(lars, mask, match):
     optimizers.create_optimizer(optim, 0.1)
 
 
+def _barlow_lars(params, grads_per_step, lrs, wd, factor, momentum=0.9,
+                 eta=1e-3):
+  """barlowtwins main.py's LARS.step with its two parameter groups
+  (weights: lr·0.2, biases and norms: lr·0.0048; here the weights' rate
+  ``lrs`` and the others' ``factor`` times it) and both filters on:
+  1-D tensors get neither decay nor the trust ratio."""
+  params = {k: v.copy() for k, v in params.items()}
+  mu = {k: np.zeros_like(v) for k, v in params.items()}
+  for grads, lr in zip(grads_per_step, lrs):
+    for k, p in params.items():
+      dp = grads[k]
+      if p.ndim > 1:
+        dp = dp + wd * p
+        pn, un = np.linalg.norm(p), np.linalg.norm(dp)
+        dp = dp * (eta * pn / un if pn > 0 and un > 0 else 1.0)
+      mu[k] = momentum * mu[k] + dp
+      params[k] = p - (lr if p.ndim > 1 else lr * factor) * mu[k]
+  return params
+
+
+@pytest.mark.parametrize("name", ["lars", "adamw"])
+def test_bias_norm_lr_factor_is_barlow_twins_groups(x64, name):
+  rng = np.random.default_rng(7)
+  params = jax.tree.map(jnp.asarray, _params(rng))
+  grads = [jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape)),
+                        params) for _ in range(5)]
+  lrs = [0.0, 0.1, 0.2, 0.15, 0.05]
+  schedule = lambda count: jnp.asarray(lrs)[count]
+  factor = 0.0048 / 0.2
+  lars = dict(momentum=0.9, trust_coefficient=1e-3,
+              momentum_buffer="gradients")
+  got = _flat(_run(optimizers.create_optimizer(
+      _optim(name=name, weight_decay=0.01, bias_norm_lr_factor=factor,
+             lars=lars), schedule), params, grads))
+  one = _flat(_run(optimizers.create_optimizer(
+      _optim(name=name, weight_decay=0.01, lars=lars), schedule),
+      params, grads))
+  start = _flat(params)
+  for k in got:
+    if start[k].ndim > 1:  # the weights' steps are unchanged
+      np.testing.assert_allclose(got[k], one[k], rtol=1e-13, atol=1e-15)
+    else:  # the others' whole move is scaled
+      np.testing.assert_allclose(got[k] - start[k],
+                                 factor * (one[k] - start[k]), rtol=1e-10)
+  if name == "lars":
+    want = _barlow_lars(start, [_flat(g) for g in grads], lrs, 0.01, factor)
+    for k in got:
+      np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-14)
+
+
+def test_bias_norm_lr_factor_must_be_positive():
+  with pytest.raises(ValueError, match="bias_norm_lr_factor must be > 0"):
+    optimizers.create_optimizer(_optim(bias_norm_lr_factor=0.0), 0.1)
+
+
 def test_unknown_lars_momentum_buffer():
   with pytest.raises(ValueError, match="unknown lars.momentum_buffer"):
     optimizers.create_optimizer(
