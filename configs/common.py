@@ -110,7 +110,7 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   c.model.dtype = "float32"  # "float32" | "bfloat16" computation dtype
 
   c.optim = config_dict.ConfigDict()
-  c.optim.name = "adamw"  # "adamw" | "lars" (ssljax.optimizers)
+  c.optim.name = "adamw"  # "adamw" | "lars" | "sgd" (ssljax.optimizers)
   c.optim.learning_rate = 2e-3  # peak, per batch of 256 (scaled linearly)
   c.optim.weight_decay = 1e-4  # on kernels only (not biases, BatchNorm)
   c.optim.warmup_epochs = 1.0  # linear warm-up, then cosine decay
@@ -145,6 +145,13 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # scales and offsets) over the others': 1, one rate; Barlow Twins'
   # official 0.0048 / 0.2 = 0.024.
   c.optim.bias_norm_lr_factor = 1.0
+  # "step": the schedule moves every step; "epoch": held through each epoch
+  # at its first step's value (SimSiam's official per-epoch cosine).
+  c.optim.schedule_unit = "step"
+  # SGD only: read when optim.name == "sgd" (PyTorch's SGD: coupled weight
+  # decay, dampening 0).
+  c.optim.sgd = config_dict.ConfigDict()
+  c.optim.sgd.momentum = 0.9
   # LARS only: read when optim.name == "lars", ignored by adamw.
   c.optim.lars = config_dict.ConfigDict()
   c.optim.lars.momentum = 0.9  # heavy-ball momentum of LARS

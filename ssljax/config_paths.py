@@ -58,6 +58,8 @@ CONDITIONAL: dict[str, tuple] = {
     "optim.final_weight_decay": (0.0, _needs(
         lambda c: c.optim.weight_decay_schedule == "cosine",
         "optim.weight_decay_schedule={c.optim.weight_decay_schedule!r}")),
+    "optim.sgd.momentum": (0.9, _needs(
+        lambda c: c.optim.name == "sgd", "optim.name={c.optim.name!r}")),
     "optim.lars.momentum": (0.9, _needs(
         lambda c: c.optim.name == "lars", "optim.name={c.optim.name!r}")),
     "optim.lars.trust_coefficient": (1e-3, _needs(

@@ -104,7 +104,9 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "model.encoder": _str(empty_ok=False),  # names checked against ssljax.models
     "model.encoder_kwargs": _anything,
     "model.dtype": _one_of("float32", "bfloat16"),
-    "optim.name": _one_of("adamw", "lars"),
+    "optim.name": _one_of("adamw", "lars", "sgd"),
+    "optim.schedule_unit": _one_of("step", "epoch"),
+    "optim.sgd.momentum": _real(0.0, 1.0, hi_open=True),
     "optim.learning_rate": _real(0.0, lo_open=True),
     "optim.weight_decay": _real(0.0),
     "optim.warmup_epochs": _real(0.0),

@@ -61,9 +61,11 @@ __all__ = ["create_learning_rate_fn", "create_optimizer", "freeze_while",
            "WEIGHT_DECAY_MASKS", "FROZEN_ADAM_COUNTS", "FREEZE_MODES",
            "BIAS_CORRECTIONS",
            "LARS_MOMENTUM_BUFFERS", "LARS_TRUST_RATIOS", "LARC_EPS",
+           "OPTIMIZERS", "SCHEDULE_UNITS",
            "scale_by_adam_accurate", "scale_by_larc"]
 
-OPTIMIZERS = ("adamw", "lars")
+OPTIMIZERS = ("adamw", "lars", "sgd")
+SCHEDULE_UNITS = ("step", "epoch")
 CLIP_MODES = ("global", "per_tensor", "per_module")
 WEIGHT_DECAY_SCHEDULES = ("constant", "cosine")
 WEIGHT_DECAY_MASKS = ("kernels", "all", "no_bias_norm")
@@ -440,6 +442,12 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
   remaining steps, PyTorch's ``CosineAnnealingLR(T_max=total − W)`` after
   it in ``SequentialLR``.
 
+  With ``optim.schedule_unit`` "epoch" (default "step") the rate is held
+  through each epoch at the value of its first step: SimSiam's
+  ``adjust_learning_rate``, init_lr · ½ (1 + cos(π e / E)) set at the start
+  of epoch e (Chen & He 2021, arXiv 2011.10566; its official
+  main_simsiam.py), is this with no warm-up and ``end_lr_factor`` 0.
+
   Update k (0, 1, ...) reads the schedule at k + ``optim.schedule_offset``
   (default 0). I-JEPA's official ``WarmupCosineSchedule`` (Assran et al.
   2023, arXiv 2301.08243, src/utils/schedulers.py) is this schedule with
@@ -467,7 +475,8 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
     x64 on). The warm-up is at most ``total_steps − 1`` steps.
 
   Raises:
-    ValueError: ``warmup_start_factor`` outside [0, 1].
+    ValueError: ``warmup_start_factor`` outside [0, 1]; an unknown
+      ``schedule_unit``.
   """
   peak = optim.learning_rate * batch_size / 256
   warmup = min(int(optim.warmup_epochs * steps_per_epoch), total_steps - 1)
@@ -475,11 +484,21 @@ def create_learning_rate_fn(optim: ml_collections.ConfigDict, batch_size: int,
   if not 0.0 <= start <= 1.0:
     raise ValueError(f"optim.warmup_start_factor must be in [0, 1], got "
                      f"{start!r}")
-  return _offset(optax.warmup_cosine_decay_schedule(
+  unit = optim.get("schedule_unit", "step")
+  if unit not in SCHEDULE_UNITS:
+    raise ValueError(f"unknown optim.schedule_unit {unit!r}; expected one of"
+                     f" {SCHEDULE_UNITS}")
+  schedule = optax.warmup_cosine_decay_schedule(
       init_value=peak * start,
       peak_value=peak, warmup_steps=max(warmup, 0),
       decay_steps=max(schedule_steps(optim, total_steps), 1),
-      end_value=peak * optim.end_lr_factor), optim)
+      end_value=peak * optim.end_lr_factor)
+  if unit == "epoch":
+    # Held through each epoch at its first step's value.
+    per_step = schedule
+    schedule = lambda count: per_step(
+        jnp.floor(count / steps_per_epoch) * steps_per_epoch)
+  return _offset(schedule, optim)
 
 
 def weight_decay_fn(optim: ml_collections.ConfigDict, total_steps: int
@@ -623,7 +642,7 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                      learning_rate_fn, steps_per_epoch: int = 1,
                      total_steps: int | None = None
                      ) -> optax.GradientTransformation:
-  """optax AdamW or LARS from ``config.optim``, with optional clipping,
+  """optax AdamW, LARS or SGD from ``config.optim``, with optional clipping,
   weight-decay schedule and freezing.
 
   Weight decay (and LARS's trust ratio) applies to parameters with ndim > 1
@@ -637,6 +656,11 @@ def create_optimizer(optim: ml_collections.ConfigDict,
   decays, by name, as DINOv2's parameter groups: 1-D tensors such as the
   DINO head's trainable ``last_layer_g`` decay too.
 
+  * ``name`` "sgd": PyTorch's ``torch.optim.SGD`` with momentum
+    ``sgd.momentum`` (dampening 0, no Nesterov) and coupled weight decay
+    (λw added to the gradient before the momentum) on the
+    ``weight_decay_mask`` tensors (SimSiam's official optimiser: every
+    parameter, "all"; Chen & He 2021, arXiv 2011.10566, Sec. 4).
   * ``lars.trust_ratio`` (LARS only): "update" (the default when the
     field is absent: η ‖w‖ / ‖g + λw‖, optax's, VICReg's and BYOL's LARS)
     or "larc" (`scale_by_larc`: η ‖w‖ / (‖g‖ + λ‖w‖ + ε), apex's LARC of
@@ -698,7 +722,8 @@ def create_optimizer(optim: ml_collections.ConfigDict,
     main_pretrain.py's ``betas=(0.9, 0.95)``).
 
   Args:
-    optim: ``config.optim``: ``name`` ("adamw" | "lars"), ``weight_decay``,
+    optim: ``config.optim``: ``name`` ("adamw" | "lars" | "sgd"),
+      ``weight_decay``,
       ``clip_grad_norm`` (float >= 0, 0: no clipping); optionally
       ``clip_mode``, ``weight_decay_schedule``, ``final_weight_decay``,
       ``schedule_scale``, ``schedule_offset`` (int >= 0: the weight decay
@@ -709,7 +734,7 @@ def create_optimizer(optim: ml_collections.ConfigDict,
       ``weight_decay_mask``; for "lars" also ``lars.momentum`` (heavy-ball
       momentum in [0, 1)), ``lars.trust_coefficient`` (η of the
       layer-wise trust ratio, > 0) and optionally ``lars.momentum_buffer``,
-      ``lars.trust_ratio`` and ``lars.clip``.
+      ``lars.trust_ratio`` and ``lars.clip``; for "sgd" ``sgd.momentum``.
     learning_rate_fn: a schedule step -> lr (`create_learning_rate_fn`) or
       a constant lr.
     steps_per_epoch: converts ``freeze_last_layer_epochs`` to steps.
@@ -774,6 +799,12 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                      " it needs optim.frozen_adam_count='advance', not"
                      " 'hold'")
   larc = optim.name == "lars" and trust == "larc"
+  if optim.name == "sgd" and (wd_schedule != "constant" or hold
+                              or bias != "optax"):
+    raise ValueError("optim.weight_decay_schedule='cosine', "
+                     "optim.frozen_adam_count='hold' and "
+                     "optim.adam_bias_correction='accurate' need "
+                     "optim.name='adamw', not 'sgd'")
   if optim.name == "lars" and (
       wd_schedule != "constant" or hold or bias != "optax"
       or mask_mode == "no_bias_norm" or (mask_mode == "all" and not larc)):
@@ -794,7 +825,14 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                      f"momentum_buffer {buffer!r}")
   decay_mask = {"kernels": _decay_mask, "all": _all_mask,
                 "no_bias_norm": _no_bias_norm_mask}[mask_mode]
-  if larc:
+  if optim.name == "sgd":
+    # torch.optim.SGD: the decay added to the gradient, a momentum of
+    # those (dampening 0), times the current lr.
+    tx = optax.chain(
+        optax.add_decayed_weights(optim.weight_decay, decay_mask),
+        optax.trace(decay=optim.sgd.momentum),
+        optax.scale_by_learning_rate(learning_rate_fn))
+  elif larc:
     # LARC around SGD: the ratio and the decay (on the mask's tensors; the
     # others keep their gradient), a momentum of those, times the lr.
     tx = optax.chain(

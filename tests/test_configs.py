@@ -255,8 +255,8 @@ def test_lars_reads_the_lars_group():
 
 
 def test_create_optimizer_rejects_an_unknown_name():
-  with pytest.raises(ValueError, match="unknown optimiser 'sgd'"):
-    optimizers.create_optimizer(_optim("sgd"), 1e-3)
+  with pytest.raises(ValueError, match="unknown optimiser 'rmsprop'"):
+    optimizers.create_optimizer(_optim("rmsprop"), 1e-3)
 
 
 def test_learning_rate_schedule_scales_and_ends():
@@ -292,6 +292,7 @@ _OTHER = {
     "views.saturation": 0.3, "views.hue": 0.1, "views.grayscale_prob": 0.5,
     "views.blur_sigma": (0.5, 1.0), "views.blur_kernel_fraction": 0.3,
     "views.solarize_threshold": 0.7, "views.erase_scale": (0.1, 0.3),
+    "optim.sgd.momentum": 0.5,
     "optim.lars.momentum": 0.5, "optim.lars.trust_coefficient": 0.01,
     "optim.lars.momentum_buffer": "gradients", "optim.lars.trust_ratio": "larc",
     "optim.lars.clip": True,

@@ -576,6 +576,57 @@ def test_bias_norm_lr_factor_must_be_positive():
     optimizers.create_optimizer(_optim(bias_norm_lr_factor=0.0), 0.1)
 
 
+def _torch_sgd(params, grads_per_step, lrs, wd, momentum=0.9):
+  """torch.optim.SGD.step (dampening 0, no Nesterov) on every parameter:
+  d_p = g + wd·p, buf = momentum·buf + d_p (buf = d_p at the first step),
+  p -= lr·buf."""
+  params = {k: v.copy() for k, v in params.items()}
+  buf = {}
+  for grads, lr in zip(grads_per_step, lrs):
+    for k, p in params.items():
+      dp = grads[k] + wd * p
+      buf[k] = momentum * buf[k] + dp if k in buf else dp
+      params[k] = p - lr * buf[k]
+  return params
+
+
+def test_sgd_is_torchs(x64):
+  rng = np.random.default_rng(9)
+  params = jax.tree.map(jnp.asarray, _params(rng))
+  grads = [jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape)),
+                        params) for _ in range(5)]
+  lrs = [0.05, 0.05, 0.04, 0.04, 0.01]
+  tx = optimizers.create_optimizer(
+      _optim(name="sgd", weight_decay=1e-4, weight_decay_mask="all",
+             sgd=dict(momentum=0.9)), lambda k: jnp.asarray(lrs)[k])
+  got = _flat(_run(tx, params, grads))
+  want = _torch_sgd(_flat(params), [_flat(g) for g in grads], lrs, 1e-4)
+  for k in got:
+    np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-14)
+
+
+def test_epoch_schedule_is_simsiams(x64):
+  import math  # pylint: disable=import-outside-toplevel
+  optim = _optim(learning_rate=0.05, warmup_epochs=0.0, end_lr_factor=0.0,
+                 schedule_unit="epoch")
+  fn = optimizers.create_learning_rate_fn(optim, 512, 7, 28)
+  init_lr = 0.05 * 512 / 256
+  for k in range(28):  # main_simsiam.py's adjust_learning_rate, 4 epochs
+    want = init_lr * 0.5 * (1.0 + math.cos(math.pi * (k // 7) / 4))
+    assert float(fn(k)) == pytest.approx(want, rel=1e-12, abs=1e-15)
+  # Per step, the rate moves within an epoch.
+  step = optimizers.create_learning_rate_fn(
+      _optim(learning_rate=0.05, warmup_epochs=0.0, end_lr_factor=0.0),
+      512, 7, 28)
+  assert float(step(3)) < float(fn(3))
+
+
+def test_unknown_schedule_unit():
+  with pytest.raises(ValueError, match="unknown optim.schedule_unit"):
+    optimizers.create_learning_rate_fn(_optim(schedule_unit="batch"), 256,
+                                       10, 100)
+
+
 def test_unknown_lars_momentum_buffer():
   with pytest.raises(ValueError, match="unknown lars.momentum_buffer"):
     optimizers.create_optimizer(
