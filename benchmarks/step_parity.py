@@ -22,6 +22,11 @@ facebookresearch/barlowtwins): main.py's ``BarlowTwins``,
 main job's CNN ending in 2,048 channels with a 128-64 projector, batch 16,
 over ``--steps 60`` or more (benchmarks/parity_barlow_twins.py).
 
+For ``simsiam`` (Chen & He 2021, arXiv 2011.10566;
+facebookresearch/simsiam): main_simsiam.py's ``train`` and
+``adjust_learning_rate`` with ``torch.optim.SGD`` and the builder's
+``SimSiam`` on the main job's CNN, batch 16 (benchmarks/parity_simsiam.py).
+
 For ``dinov2`` (Oquab et al. 2023, arXiv 2304.07193; facebookresearch/
 dinov2): the official ``SSLMetaArch`` step on the same views and masks from
 the same weights, ``configs/dinov2.py``'s options on a small ViT
@@ -274,7 +279,8 @@ METHODS = {"dino": "parity_dino", "dinov2": "parity_dinov2",
            "lejepa": "parity_lejepa", "mae": "parity_mae",
            "mocov3": "parity_mocov3", "byol": "parity_byol",
            "swav": "parity_swav", "vicreg": "parity_vicreg",
-           "barlow_twins": "parity_barlow_twins"}
+           "barlow_twins": "parity_barlow_twins",
+           "simsiam": "parity_simsiam"}
 
 
 def compare(args) -> dict:
@@ -296,7 +302,8 @@ def main(argv=None) -> int:
   parser.add_argument("--encoder", choices=("vit", "cnn"),
                       help="DINO: a small ViT (default) or configs/dino.py's"
                            " own CNN (BatchNorm in the multi-crop forward)")
-  parser.add_argument("--optimizer", choices=("adamw", "lars", "larc"),
+  parser.add_argument("--optimizer", choices=("adamw", "lars", "larc",
+                                              "sgd"),
                       help="MoCo v3, BYOL (adamw | lars), SwAV (adamw | "
                            "larc: the official SGD in apex's LARC, needs "
                            "--apex): the optimiser of both sides (default: "

@@ -12,7 +12,7 @@ forms:
   to ``"two_view"`` for V = G = 2; it also takes local crops.
 """
 
-from ssljax import losses
+from ssljax import config_rules as rules, losses
 from ssljax.methods import base, student
 
 __all__ = ["Method"]
@@ -34,6 +34,13 @@ class Method(student.PredictorMethod):
 
   name = "simsiam"
   FORMS = {"two_view": _two_view, "graph": _graph}
+
+  @classmethod
+  def config_fields(cls, config):
+    # The official SGD decays every parameter ("all"); absent, "kernels".
+    return {**rules.where_set(config, {
+        "optim.weight_decay_mask": rules.one_of("kernels", "all")}),
+            **super().config_fields(config)}
 
   def loss(self, params, state, batch, key, schedule):
     del key, schedule
