@@ -49,7 +49,8 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
   o = c.optim
   # optimizer.name: lars (SimSiam: sgd, see below), eta 0.02, clip_lr,
   # exclude_bias_n_norm, momentum 0.9 (configs/_solo_learn_lars.py).
-  _solo_learn_lars.set_lars(o)
+  if method != "simsiam":
+    _solo_learn_lars.set_lars(o)
   if method in ("byol", "mocov3", "dino"):
     c.teacher = config_dict.ConfigDict()  # the momentum teacher, set below
     c.teacher.schedule = "cosine"  # solo-learn's cosine momentum updater
@@ -70,17 +71,16 @@ def set_method(c: config_dict.ConfigDict, method: str, recipe: str) -> None:
     c.model.projector = (2048, 2048, 2048)
     c.model.predictor = (512, 2048)
     # The yaml's method_kwargs.temperature 0.2 is not read by SimSiam.
-    # optimizer.name: sgd, momentum 0.9 (solo/args/pretrain.py default for
-    # sgd). ssljax has adamw and lars only: solo-learn's clipped LARS is the
-    # closest (the same momentum SGD, each tensor's rate capped at the
-    # learning rate by a layer-wise trust ratio with eta 0.02, the eta of
-    # solo-learn's LARS recipes, which plain SGD does not have).
+    # optimizer.name: sgd (torch.optim.SGD), momentum 0.9
+    # (solo/args/pretrain.py's default), every parameter decayed
+    # (exclude_bias_n_norm_wd default False).
+    o.name = "sgd"
+    o.sgd.momentum = 0.9
+    o.weight_decay_mask = "all"
     o.learning_rate = 0.5  # optimizer.lr 0.5
     o.weight_decay = 1e-5  # optimizer.weight_decay 1e-5
     # Not reproduced: the predictor's static_lr (solo/methods/simsiam.py
-    # keeps its lr fixed, no cosine decay); weight decay here skips biases
-    # and BatchNorm, solo-learn's SGD decays them (exclude_bias_n_norm_wd
-    # default False).
+    # keeps its lr fixed, no cosine decay).
   elif method == "mocov3":
     # proj_hidden_dim 4096, proj_output_dim 256, pred_hidden_dim 4096; the
     # ResNet branch of solo/methods/mocov3.py: 2-layer projector/predictor.

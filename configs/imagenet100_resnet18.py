@@ -153,7 +153,9 @@ def get_config(arg: str | None = None) -> config_dict.ConfigDict:
   # lr 0.3 scaled by 256/256 (solo/args/pretrain.py): effective 0.3, which is
   # our per-256 value 0.3 at batch 256.
   c.batch_size = 256
-  _solo_learn_lars.set_lars(c.optim)  # lars, eta 0.02, clip_lr, ...
+  # The teacher-student methods set their own (SimSiam: SGD).
+  if method not in teacher_student.METHODS:
+    _solo_learn_lars.set_lars(c.optim)  # lars, eta 0.02, clip_lr, ...
   c.optim.learning_rate = 0.3
   c.optim.weight_decay = 1e-4  # optimizer.weight_decay
   c.optim.warmup_epochs = 10.0  # scheduler warmup_epochs default (base.py)
