@@ -43,8 +43,8 @@ import warnings
 
 import numpy as np
 
-from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
-                           worst)
+from parity_common import (BATCH, STEPS_PER_EPOCH, commit, loss_rows,
+                           override, use_float64, worst)
 import parity_predictor as pp
 
 HIDDEN, DIM = 128, 64
@@ -174,11 +174,7 @@ def compare(args):
                      f"for {WARMUP_EPOCHS} epochs of {STEPS_PER_EPOCH} steps")
   config = barlow_twins_config()
   official_config = barlow_twins_config()
-  override(config, args.set)
-  if args.float64:
-    import jax  # pylint: disable=import-outside-toplevel
-    jax.config.update("jax_enable_x64", True)
-    config.model.dtype = "float64"
+  use_float64(override(config, args.set), args.float64)
   started = time.time()
   initial, views, ours, schedules, final = pp.ssljax_run(
       config, args.steps, float64=args.float64)
@@ -187,27 +183,16 @@ def compare(args):
   ref_losses, reference, _ = official_barlow_twins(
       args.peer, official_config, initial, views, threads=1,
       float64=args.float64)
-  rows = [{"step": k, "ssljax": ours[k], "official": theirs[k],
-           "official_1_thread": ref_losses[k],
-           "relative": abs(ours[k] - theirs[k]) / abs(theirs[k]),
-           "rounding": abs(ref_losses[k] - theirs[k]) / abs(theirs[k])}
-          for k in range(args.steps)]
+  rows = loss_rows(ours, theirs, ref_losses)
   ours_state = torch_state(config, *final)
   start = torch_state(official_config, *initial)
-  parts = pp.split(official, list(ours_state))
-  tensors = {p: drift(ours_state, official, start, keys)
-             for p, keys in parts.items()}
-  rounding = {p: drift(reference, official, start, keys)
-              for p, keys in parts.items()}
   m = config.model
   counts = pp.cnn_counts("backbone.features", m.encoder_kwargs.channels, 28,
                          BATCH)
   counts.update(pp.mlp_counts("projector", len(m.projector), False, BATCH))
-  unbiased = pp.unbiased_running_vars(ours_state, start, counts,
-                                      2 * args.steps)
-  name = "bn_vars, ssljax's made unbiased"
-  tensors[name] = drift(unbiased, official, start, parts["bn_vars"])
-  rounding[name] = rounding["bn_vars"]
+  tensors, rounding = pp.compare_tensors(ours_state, official, reference,
+                                         start, list(ours_state), counts,
+                                         2 * args.steps)
   # ssljax's rate of step k (the weights'); the biases' is that times
   # optim.bias_norm_lr_factor.
   tensors["lr schedule, weights"] = worst(schedules["lr"], lrs["weights"])

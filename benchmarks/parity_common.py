@@ -1,6 +1,7 @@
 """Shared pieces of ``benchmarks/step_parity.py``'s per-method comparisons:
-the checkout's commit, the after-K-steps tensor drift, the worst relative
-difference of two arrays, ``--set`` overrides, and the fixed run shape
+the checkout's commit, the per-step loss rows, the after-K-steps tensor
+drift, the worst relative difference of two arrays, ``--set`` overrides,
+float64 on ssljax's side, and the fixed run shape
 (Fashion-MNIST images, an epoch of a few steps so that the schedules and
 freezes turn within a 20-step run)."""
 
@@ -22,6 +23,27 @@ def commit(path: str) -> str:
                           ).stdout.strip()
   except (OSError, subprocess.CalledProcessError):
     return "unknown (not a git checkout)"
+
+
+def loss_rows(ours, theirs, reference) -> list:
+  """One row per step: ssljax's loss, the official one, the official one on
+  1 thread (the rounding reference), and the relative differences of ours
+  and of the reference from the official loss."""
+  return [{"step": k, "ssljax": ours[k], "official": theirs[k],
+           "official_1_thread": reference[k],
+           "relative": abs(ours[k] - theirs[k]) / abs(theirs[k]),
+           "rounding": abs(reference[k] - theirs[k]) / abs(theirs[k])}
+          for k in range(len(theirs))]
+
+
+def use_float64(config, float64: bool):
+  """With ``float64``: x64 on and ssljax's model in float64 (``config``
+  changed in place)."""
+  if float64:
+    import jax  # pylint: disable=import-outside-toplevel
+    jax.config.update("jax_enable_x64", True)
+    config.model.dtype = "float64"
+  return config
 
 
 def drift(ours: dict, theirs: dict, start: dict, keys) -> dict:

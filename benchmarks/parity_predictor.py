@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from parity_common import BATCH, ssljax_setup
+from parity_common import BATCH, drift, ssljax_setup
 
 
-def ssljax_run(config, steps: int, seed: int = 0, float64: bool = False):
-  """ssljax's train_step from its initial state on the views of each step.
+def ssljax_run(config, steps: int, seed: int = 0, float64: bool = False,
+               prepare=None):
+  """ssljax's train_step from its initial state on the views of each step
+  (``prepare``: a function of the initial TrainState returning the one to
+  start from, e.g. a leaf set as the official model starts it).
 
   Returns:
     (initial (params, method_state), views per step (tuple of float arrays
@@ -33,8 +36,10 @@ def ssljax_run(config, steps: int, seed: int = 0, float64: bool = False):
   run = ssljax_setup(config, steps, seed=seed, float64=float64,
                      image_shape=(28, 28, 1))
   lr_fn, state = run.lr_fn, run.state
-  initial, dtype, step, make_views = (run.initial, run.dtype, run.step,
-                                      run.make_views)
+  if prepare is not None:
+    state = prepare(state)
+  initial = jax.device_get((state.params, state.method_state))
+  dtype, step, make_views = run.dtype, run.step, run.make_views
   images = run.images
   views, losses, momenta = [], [], []
   for k in range(steps):
@@ -199,6 +204,25 @@ def unbiased_running_vars(state: dict, start: dict, counts: dict,
     out[k] = decayed + n / (n - 1) * (np.asarray(state[k], np.float64)
                                       - decayed)
   return out
+
+
+def compare_tensors(ours: dict, official: dict, reference: dict,
+                    start: dict, keys, counts: dict | None = None,
+                    updates: int = 0) -> tuple[dict, dict]:
+  """(ssljax's drift from the official run, the rounding reference's) per
+  group of `split` over ``keys``, and, with ``counts`` (running_var name ->
+  values per channel), the running variances again with ssljax's made
+  unbiased after ``updates`` forward passes (`unbiased_running_vars`)."""
+  parts = split(official, keys)
+  tensors = {p: drift(ours, official, start, k) for p, k in parts.items()}
+  rounding = {p: drift(reference, official, start, k)
+              for p, k in parts.items()}
+  if counts:
+    name = "bn_vars, ssljax's made unbiased"
+    tensors[name] = drift(unbiased_running_vars(ours, start, counts, updates),
+                          official, start, parts["bn_vars"])
+    rounding[name] = rounding["bn_vars"]
+  return tensors, rounding
 
 
 def cnn_counts(prefix: str, channels, size: int, batch: int) -> dict:

@@ -37,8 +37,8 @@ import warnings
 
 import numpy as np
 
-from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
-                           ssljax_setup, worst)
+from parity_common import (BATCH, STEPS_PER_EPOCH, commit, loss_rows,
+                           override, use_float64, worst)
 import parity_predictor as pp
 
 DIM, PRED = 64, 32
@@ -172,28 +172,18 @@ def ssljax_simsiam(config, steps: int, seed: int = 0, float64: bool = False):
   """(initial params and state, views per step, losses, learning rates,
   final params and state) of ssljax's train_step, the projector's last
   bias started at 0 (the official one is frozen; at 0 on both sides)."""
-  import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  run = ssljax_setup(config, steps, seed=seed, float64=float64)
   last = f"Dense_{len(config.model.projector) - 1}"
-  projector = dict(run.state.params["projector"])
-  projector[last] = {**projector[last],
-                     "bias": jnp.zeros_like(projector[last]["bias"])}
-  state = run.state.replace(params={**run.state.params,
-                                    "projector": projector})
-  initial = jax.device_get((state.params, state.method_state))
-  views, losses = [], []
-  for k in range(steps):
-    batch = {"images": run.images[k * BATCH:(k + 1) * BATCH]}
-    v = run.make_views(batch, jax.random.fold_in(jax.random.key(seed + 1),
-                                                 k))
-    v = tuple(np.asarray(x, run.dtype) for x in v)
-    views.append(v)
-    state, metrics = run.step(state, {"ready_views": v})
-    losses.append(float(metrics["loss"]))
-  lrs = [float(run.lr_fn(jnp.asarray(k, jnp.int32))) for k in range(steps)]
-  return initial, views, losses, lrs, jax.device_get(
-      (state.params, state.method_state))
+
+  def zero_frozen_bias(state):
+    projector = dict(state.params["projector"])
+    projector[last] = {**projector[last],
+                       "bias": jnp.zeros_like(projector[last]["bias"])}
+    return state.replace(params={**state.params, "projector": projector})
+
+  initial, views, losses, schedules, final = pp.ssljax_run(
+      config, steps, seed=seed, float64=float64, prepare=zero_frozen_bias)
+  return initial, views, losses, schedules["lr"], final
 
 
 def compare(args):
@@ -202,11 +192,7 @@ def compare(args):
     raise SystemExit("--method simsiam compares with the official SGD only")
   config = simsiam_config()
   official_config = simsiam_config()
-  override(config, args.set)
-  if args.float64:
-    import jax  # pylint: disable=import-outside-toplevel
-    jax.config.update("jax_enable_x64", True)
-    config.model.dtype = "float64"
+  use_float64(override(config, args.set), args.float64)
   started = time.time()
   initial, views, ours, our_lrs, final = ssljax_simsiam(
       config, args.steps, float64=args.float64)
@@ -215,28 +201,17 @@ def compare(args):
   ref_losses, reference, _ = official_simsiam(
       args.peer, official_config, initial, views, threads=1,
       float64=args.float64)
-  rows = [{"step": k, "ssljax": ours[k], "official": theirs[k],
-           "official_1_thread": ref_losses[k],
-           "relative": abs(ours[k] - theirs[k]) / abs(theirs[k]),
-           "rounding": abs(ref_losses[k] - theirs[k]) / abs(theirs[k])}
-          for k in range(args.steps)]
+  rows = loss_rows(ours, theirs, ref_losses)
   ours_state = torch_state(config, *final)
   start = torch_state(official_config, *initial)
-  parts = pp.split(official, list(ours_state))
-  tensors = {p: drift(ours_state, official, start, keys)
-             for p, keys in parts.items()}
-  rounding = {p: drift(reference, official, start, keys)
-              for p, keys in parts.items()}
   m = config.model
   counts = pp.cnn_counts("encoder.features", m.encoder_kwargs.channels, 28,
                          BATCH)
   counts.update(pp.mlp_counts("encoder.fc", len(m.projector), True, BATCH))
   counts.update(pp.mlp_counts("predictor", len(m.predictor), False, BATCH))
-  unbiased = pp.unbiased_running_vars(ours_state, start, counts,
-                                      2 * args.steps)
-  name = "bn_vars, ssljax's made unbiased"
-  tensors[name] = drift(unbiased, official, start, parts["bn_vars"])
-  rounding[name] = rounding["bn_vars"]
+  tensors, rounding = pp.compare_tensors(ours_state, official, reference,
+                                         start, list(ours_state), counts,
+                                         2 * args.steps)
   tensors["lr schedule"] = worst(our_lrs, lrs)
   rounding["lr schedule"] = 0.0
   return {"method": "simsiam", "peer": os.path.abspath(args.peer),

@@ -54,8 +54,8 @@ import types
 
 import numpy as np
 
-from parity_common import (BATCH, STEPS_PER_EPOCH, commit, drift, override,
-                           ssljax_setup)
+from parity_common import (BATCH, STEPS_PER_EPOCH, commit, loss_rows,
+                           override, use_float64)
 import parity_predictor as pp
 
 HIDDEN, DIM, PROTOTYPES = 128, 64, 100
@@ -277,29 +277,20 @@ def _recording_meters(main_swav):
 def ssljax_swav(config, steps: int, seed: int = 0, float64: bool = False):
   """(initial params and state, views per step, losses, learning rates,
   final params and state) of ssljax's train_step."""
-  import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  run = ssljax_setup(config, steps, seed=seed, float64=float64)
-  state, views, losses = run.state, [], []
-  # The prototypes' columns were made unit in float32 (init), then widened:
-  # made unit again in the run's dtype, as the official step's first
-  # normalisation does.
-  kernel = state.params["last_layer"]["kernel"]
-  kernel = kernel / jnp.linalg.norm(kernel, axis=0, keepdims=True)
-  state = state.replace(params={**state.params,
-                                "last_layer": {"kernel": kernel}})
-  initial = jax.device_get((state.params, state.method_state))
-  for k in range(steps):
-    batch = {"images": run.images[k * BATCH:(k + 1) * BATCH]}
-    v = run.make_views(batch, jax.random.fold_in(jax.random.key(seed + 1),
-                                                 k))
-    v = tuple(np.asarray(x, run.dtype) for x in v)  # global, then local
-    views.append(v)
-    state, metrics = run.step(state, {"ready_views": v})
-    losses.append(float(metrics["loss"]))
-  lrs = [float(run.lr_fn(jnp.asarray(k, jnp.int32))) for k in range(steps)]
-  return initial, views, losses, lrs, jax.device_get(
-      (state.params, state.method_state))
+
+  def unit_prototypes(state):
+    # The prototypes' columns were made unit in float32 (init), then
+    # widened: made unit again in the run's dtype, as the official step's
+    # first normalisation does.
+    kernel = state.params["last_layer"]["kernel"]
+    kernel = kernel / jnp.linalg.norm(kernel, axis=0, keepdims=True)
+    return state.replace(params={**state.params,
+                                 "last_layer": {"kernel": kernel}})
+
+  initial, views, losses, schedules, final = pp.ssljax_run(
+      config, steps, seed=seed, float64=float64, prepare=unit_prototypes)
+  return initial, views, losses, schedules["lr"], final
 
 
 def compare(args):
@@ -315,11 +306,7 @@ def compare(args):
   queue = bool(getattr(args, "queue", False))
   config = swav_config(args.local, optimizer, queue)
   official_config = swav_config(args.local, optimizer, queue)
-  override(config, args.set)
-  if args.float64:
-    import jax  # pylint: disable=import-outside-toplevel
-    jax.config.update("jax_enable_x64", True)
-    config.model.dtype = "float64"
+  use_float64(override(config, args.set), args.float64)
   started = time.time()
   initial, views, ours, lrs, final = ssljax_swav(config, args.steps,
                                                  float64=args.float64)
@@ -329,18 +316,10 @@ def compare(args):
   ref_losses, reference = official_swav(args.peer, official_config, initial,
                                         views, lrs, threads=1,
                                         float64=args.float64, apex=apex)
-  rows = [{"step": k, "ssljax": ours[k], "official": theirs[k],
-           "official_1_thread": ref_losses[k],
-           "relative": abs(ours[k] - theirs[k]) / abs(theirs[k]),
-           "rounding": abs(ref_losses[k] - theirs[k]) / abs(theirs[k])}
-          for k in range(args.steps)]
+  rows = loss_rows(ours, theirs, ref_losses)
   ours_state = torch_state(config, *final)
   start = torch_state(official_config, *initial)
-  parts = pp.split(official, list(ours_state))
-  tensors = {p: drift(ours_state, official, start, keys)
-             for p, keys in parts.items()}
-  rounding = {p: drift(reference, official, start, keys)
-              for p, keys in parts.items()}
+  counts = None
   if not args.local:
     # Every BatchNorm moves once a step with one batch size: ssljax's
     # running variances made unbiased, as PyTorch keeps them.
@@ -350,11 +329,9 @@ def compare(args):
                            28, views_per_step * BATCH)
     counts.update(pp.mlp_counts("projection_head", len(m.projector), False,
                                 views_per_step * BATCH))
-    unbiased = pp.unbiased_running_vars(ours_state, start, counts,
-                                        args.steps)
-    name = "bn_vars, ssljax's made unbiased"
-    tensors[name] = drift(unbiased, official, start, parts["bn_vars"])
-    rounding[name] = rounding["bn_vars"]
+  tensors, rounding = pp.compare_tensors(ours_state, official, reference,
+                                         start, list(ours_state), counts,
+                                         args.steps)
   return {"method": "swav", "peer": os.path.abspath(args.peer),
           "peer_commit": commit(args.peer), "ssljax": __version__,
           "steps": args.steps, "local_crops": args.local,
