@@ -36,6 +36,28 @@ def loss_rows(ours, theirs, reference) -> list:
           for k in range(len(theirs))]
 
 
+def recording_meters(module):
+  """``module.AverageMeter`` (the official scripts' meter class) replaced
+  by one that also keeps every value it is given; returns (the list of
+  meters made since, in order, the class to put back). SwAV's and
+  SimSiam's ``train`` make batch_time, data_time and losses, in that
+  order, so the losses of one call are ``made[first + 2].values``."""
+  made, meter = [], module.AverageMeter
+
+  class Recording(meter):
+    def __init__(self, *a, **k):
+      super().__init__(*a, **k)
+      self.values = []
+      made.append(self)
+
+    def update(self, val, n=1):
+      self.values.append(val)
+      super().update(val, n)
+
+  module.AverageMeter = Recording
+  return made, meter
+
+
 def use_float64(config, float64: bool):
   """With ``float64``: x64 on and ssljax's model in float64 (``config``
   changed in place)."""

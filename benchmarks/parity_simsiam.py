@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 from parity_common import (BATCH, STEPS_PER_EPOCH, commit, loss_rows,
-                           override, use_float64, worst)
+                           override, recording_meters, use_float64, worst)
 import parity_predictor as pp
 
 DIM, PRED = 64, 32
@@ -88,26 +88,6 @@ def torch_state(config, params: dict, method_state: dict) -> dict:
   return state
 
 
-def _recording_meters(module):
-  """main_simsiam's AverageMeter replaced by one that keeps every value;
-  returns the list of meters made since (``train`` makes batch_time,
-  data_time and losses, in that order)."""
-  made, meter = [], module.AverageMeter
-
-  class Recording(meter):
-    def __init__(self, *a, **k):
-      super().__init__(*a, **k)
-      self.values = []
-      made.append(self)
-
-    def update(self, val, n=1):
-      self.values.append(val)
-      super().update(val, n)
-
-  module.AverageMeter = Recording
-  return made, meter
-
-
 def official_simsiam(peer: str, config, initial, views, threads=None,
                      float64: bool = False):
   """main_simsiam.py's ``train``, epoch after epoch after its
@@ -148,7 +128,7 @@ def official_simsiam(peer: str, config, initial, views, threads=None,
                               momentum=o.sgd.momentum,
                               weight_decay=o.weight_decay)
   losses, lrs = [], []
-  made, meter = _recording_meters(main_simsiam)
+  made, meter = recording_meters(main_simsiam)
   try:
     for epoch in range(epochs):
       main_simsiam.adjust_learning_rate(optimizer, init_lr, epoch, args)

@@ -55,7 +55,7 @@ import types
 import numpy as np
 
 from parity_common import (BATCH, STEPS_PER_EPOCH, commit, loss_rows,
-                           override, use_float64)
+                           override, recording_meters, use_float64)
 import parity_predictor as pp
 
 HIDDEN, DIM, PROTOTYPES = 128, 64, 100
@@ -239,7 +239,7 @@ def official_swav(peer: str, config, initial, views, lrs, threads=None,
           v.transpose(0, 3, 1, 2))) for v in views[k]]
                 for k in range(epoch * STEPS_PER_EPOCH,
                                (epoch + 1) * STEPS_PER_EPOCH)]
-      made = _recording_meters(main_swav)
+      made, _ = recording_meters(main_swav)
       _, queue = main_swav.train(loader, wrapped, optimizer, epoch,
                                  np.asarray(lrs), queue)
       losses += made[2].values  # batch_time, data_time, losses
@@ -252,26 +252,6 @@ def official_swav(peer: str, config, initial, views, lrs, threads=None,
   out["prototypes.weight"] = w / np.maximum(
       np.linalg.norm(w, axis=1, keepdims=True), 1e-12)
   return losses, out
-
-
-def _recording_meters(main_swav):
-  """main_swav's AverageMeter replaced by one that keeps every value;
-  returns the list of meters made since (``train`` makes batch_time,
-  data_time and losses, in that order)."""
-  made, meter = [], main_swav.AverageMeter
-
-  class Recording(meter):
-    def __init__(self):
-      super().__init__()
-      self.values = []
-      made.append(self)
-
-    def update(self, val, n=1):
-      self.values.append(val)
-      super().update(val, n)
-
-  main_swav.AverageMeter = Recording
-  return made
 
 
 def ssljax_swav(config, steps: int, seed: int = 0, float64: bool = False):
