@@ -81,16 +81,12 @@ def torch_state(config, params: dict, method_state: dict) -> dict:
   ``BarlowTwins``' state_dict names (``backbone``, ``projector``), all but
   the loss's ``bn``."""
   m = config.model
-  leaves = pp.Leaves(params, method_state["batch_stats"])
-  state = pp.cnn_tensors(leaves, "backbone.features",
-                         len(m.encoder_kwargs.channels))
-  state.update(pp.mlp_tensors(leaves, "projector", "projector",
-                              len(m.projector), hidden_bias=False,
-                              last_bias=m.head_last_bias, last_bn=False))
-  unused = leaves.unused()
-  if unused:
-    raise ValueError(f"ssljax leaves without a PyTorch name: {unused}")
-  return state
+  return pp.cnn_mlp_tensors(
+      params, method_state["batch_stats"], "backbone.features",
+      len(m.encoder_kwargs.channels),
+      [("projector", "projector", len(m.projector),
+        dict(hidden_bias=False, last_bias=m.head_last_bias,
+             last_bn=False))])
 
 
 def _import_official(peer: str):

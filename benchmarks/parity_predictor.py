@@ -169,6 +169,25 @@ def mlp_tensors(leaves: Leaves, part: str, prefix: str, num_layers: int, *,
   return out
 
 
+def cnn_mlp_tensors(params: dict, stats: dict, cnn_prefix: str,
+                    num_stages: int, heads) -> dict:
+  """One network's every leaf as PyTorch tensors: the CNN under
+  ``cnn_prefix`` (`cnn_tensors`), then each head of ``heads``, tuples
+  (ssljax part, torch prefix, number of layers, `mlp_tensors` keywords).
+
+  Raises:
+    ValueError: a leaf of ``params`` or ``stats`` that no name took.
+  """
+  leaves = Leaves(params, stats)
+  state = cnn_tensors(leaves, cnn_prefix, num_stages)
+  for part, prefix, num_layers, kwargs in heads:
+    state.update(mlp_tensors(leaves, part, prefix, num_layers, **kwargs))
+  unused = leaves.unused()
+  if unused:
+    raise ValueError(f"ssljax leaves without a PyTorch name: {unused}")
+  return state
+
+
 def split(state: dict, keys) -> dict:
   """The tensors of ``keys`` grouped: "parameters" (weights and biases)
   and the BatchNorm "running means" and "running variances"."""

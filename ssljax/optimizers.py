@@ -815,14 +815,13 @@ def create_optimizer(optim: ml_collections.ConfigDict,
                      "optim.name='adamw'; optim.weight_decay_mask='all' "
                      "needs adamw or LARS with optim.lars.trust_ratio="
                      "'larc'")
-  if optim.name == "lars" and (larc or larc_clip) and (
-      buffer != "gradients" or not larc):
-    raise ValueError("optim.lars.trust_ratio='larc' (and its optim.lars.clip)"
-                     " is the SGD that LARC wraps: it needs "
-                     "optim.lars.momentum_buffer='gradients', and "
-                     "optim.lars.clip needs trust_ratio 'larc'; got "
-                     f"trust_ratio {trust!r}, clip {larc_clip}, "
-                     f"momentum_buffer {buffer!r}")
+  if optim.name == "lars" and larc_clip and not larc:
+    raise ValueError("optim.lars.clip needs trust_ratio 'larc' (LARC's "
+                     f"clipping), got trust_ratio {trust!r}")
+  if larc and buffer != "gradients":
+    raise ValueError("optim.lars.trust_ratio='larc' is the SGD that LARC "
+                     "wraps: it needs optim.lars.momentum_buffer='gradients',"
+                     f" got {buffer!r}")
   decay_mask = {"kernels": _decay_mask, "all": _all_mask,
                 "no_bias_norm": _no_bias_norm_mask}[mask_mode]
   if optim.name == "sgd":

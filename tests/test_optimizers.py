@@ -384,9 +384,12 @@ def test_accurate_bias_correction_equals_optax_in_float64(x64):
 
 # ------------------------------------------------------------------ LARS --
 
-def _moco_lars(params, grads_per_step, lrs, wd, momentum=0.9, eta=1e-3):
+def _moco_lars(params, grads_per_step, lrs, wd, momentum=0.9, eta=1e-3,
+               bias_lr_factor=1.0):
   """moco/optimizer.py's LARS.step: decay and trust ratio for ndim > 1,
-  mu = momentum·mu + dp, p -= lr·mu."""
+  mu = momentum·mu + dp, p -= lr·mu. With ``bias_lr_factor``, barlowtwins
+  main.py's LARS over its two groups (weights at lr, biases and norms at
+  lr·factor, both filters on): the same rule."""
   params = {k: v.copy() for k, v in params.items()}
   mu = {k: np.zeros_like(v) for k, v in params.items()}
   for grads, lr in zip(grads_per_step, lrs):
@@ -397,7 +400,7 @@ def _moco_lars(params, grads_per_step, lrs, wd, momentum=0.9, eta=1e-3):
         pn, un = np.linalg.norm(p), np.linalg.norm(dp)
         dp = dp * (eta * pn / un if pn > 0 and un > 0 else 1.0)
       mu[k] = momentum * mu[k] + dp
-      params[k] = p - lr * mu[k]
+      params[k] = p - (lr if p.ndim > 1 else lr * bias_lr_factor) * mu[k]
   return params
 
 
@@ -521,26 +524,6 @@ def test_bad_larc_settings(lars, mask, match):
     optimizers.create_optimizer(optim, 0.1)
 
 
-def _barlow_lars(params, grads_per_step, lrs, wd, factor, momentum=0.9,
-                 eta=1e-3):
-  """barlowtwins main.py's LARS.step with its two parameter groups
-  (weights: lr·0.2, biases and norms: lr·0.0048; here the weights' rate
-  ``lrs`` and the others' ``factor`` times it) and both filters on:
-  1-D tensors get neither decay nor the trust ratio."""
-  params = {k: v.copy() for k, v in params.items()}
-  mu = {k: np.zeros_like(v) for k, v in params.items()}
-  for grads, lr in zip(grads_per_step, lrs):
-    for k, p in params.items():
-      dp = grads[k]
-      if p.ndim > 1:
-        dp = dp + wd * p
-        pn, un = np.linalg.norm(p), np.linalg.norm(dp)
-        dp = dp * (eta * pn / un if pn > 0 and un > 0 else 1.0)
-      mu[k] = momentum * mu[k] + dp
-      params[k] = p - (lr if p.ndim > 1 else lr * factor) * mu[k]
-  return params
-
-
 @pytest.mark.parametrize("name", ["lars", "adamw"])
 def test_bias_norm_lr_factor_is_barlow_twins_groups(x64, name):
   rng = np.random.default_rng(7)
@@ -566,7 +549,8 @@ def test_bias_norm_lr_factor_is_barlow_twins_groups(x64, name):
       np.testing.assert_allclose(got[k] - start[k],
                                  factor * (one[k] - start[k]), rtol=1e-10)
   if name == "lars":
-    want = _barlow_lars(start, [_flat(g) for g in grads], lrs, 0.01, factor)
+    want = _moco_lars(start, [_flat(g) for g in grads], lrs, 0.01,
+                      bias_lr_factor=factor)
     for k in got:
       np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-14)
 
